@@ -1,0 +1,79 @@
+# Reads concatenated record batches (layout in chronik.records.batch; record layout
+# in chronik.records.builder). Not on the fetch/produce hot path: used by compaction,
+# the group coordinator's replay, offset-for-timestamp inside one batch, and tests.
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from chronik.records import compression as codecs
+from chronik.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    read_header,
+)
+from chronik.records.varint import read_varint
+
+
+class DecodedRecord(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview, start: int = 0
+) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch; stops at a truncated or malformed tail."""
+    end = len(buf)
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        header = read_header(buf, pos)
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > end:
+            return
+        yield pos, header
+        pos += header.size
+
+
+def _field(view: memoryview, pos: int) -> tuple[bytes | None, int]:
+    length, pos = read_varint(view, pos)
+    if length < 0:
+        return None, pos
+    if pos + length > len(view):
+        raise ValueError("record field runs past the end of the batch")
+    return bytes(view[pos : pos + length]), pos + length
+
+
+def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[DecodedRecord]:
+    """The records of one batch (decompressed as needed). LogAppendTime batches report the
+    batch's maxTimestamp for every record, as Kafka's clients do."""
+    header = read_header(batch)
+    view = memoryview(batch)[HEADER_SIZE : header.size]
+    if header.compression:
+        view = memoryview(codecs.decompress(header.compression, view))
+    append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_BIT else None
+    pos = 0
+    for _ in range(header.records_count):
+        length, pos = read_varint(view, pos)
+        end = pos + length
+        if length < 0 or end > len(view):
+            raise ValueError("record runs past the end of the batch")
+        pos += 1  # attributes
+        ts_delta, pos = read_varint(view, pos)
+        offset_delta, pos = read_varint(view, pos)
+        key, pos = _field(view, pos)
+        value, pos = _field(view, pos)
+        count, pos = read_varint(view, pos)
+        headers = []
+        for _ in range(count):
+            hkey, pos = _field(view, pos)
+            hval, pos = _field(view, pos)
+            headers.append(((hkey or b"").decode("utf-8", "replace"), hval))
+        if pos != end:
+            raise ValueError("record length does not match its fields")
+        ts = append_time if append_time is not None else header.base_timestamp + ts_delta
+        yield DecodedRecord(header.base_offset + offset_delta, ts, key, value, tuple(headers))
