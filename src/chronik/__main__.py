@@ -1,0 +1,5 @@
+"""`python -m chronik` runs the command line."""
+
+from chronik.cli.main import main
+
+raise SystemExit(main())
