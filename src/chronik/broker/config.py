@@ -1,0 +1,114 @@
+"""Broker-level settings, named as Kafka names them (`--set key=value`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+log = logging.getLogger("chronik.config")
+
+# Settings the broker itself reads, with Kafka's defaults (or chronik's where noted).
+BROKER_DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "broker.id": "1",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "message.max.bytes": "1048588",
+    "socket.request.max.bytes": "104857600",
+    "log.retention.check.interval.ms": "300000",
+    "log.flush.interval.messages": str(2**63 - 1),
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    # Kafka waits 3 s for more members before a new group's first rebalance; a
+    # single-node broker used for development answers sooner.
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "offsets.retention.minutes": "10080",
+    "transactional.id.expiration.ms": "604800000",
+    "producer.id.expiration.ms": "86400000",
+}
+
+# Kafka settings that only matter to a replicated cluster, or to parts chronik
+# does not have; accepted so that an existing config file works, and reported.
+IGNORED_PREFIXES = (
+    "zookeeper.",
+    "controller.",
+    "process.roles",
+    "listener.security.protocol.map",
+    "inter.broker.",
+    "replica.",
+    "num.network.threads",
+    "num.io.threads",
+    "num.recovery.threads.per.data.dir",
+    "num.replica.fetchers",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "log.dirs",
+    "log.dir",
+    "listeners",
+    "advertised.listeners",
+    "transaction.state.log.",
+    "group.coordinator.",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "ssl.",
+    "sasl.",
+    "metadata.",
+    "confluent.",
+)
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _bool(value: str, key: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    return lowered == "true"
+
+
+def _int(value: str, key: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+
+
+class BrokerConfig:
+    """The effective broker settings: Kafka's defaults overlaid with the user's."""
+
+    def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
+        self.values: dict[str, str] = dict(BROKER_DEFAULTS)
+        self.overrides: dict[str, str] = {k: str(v) for k, v in (overrides or {}).items()}
+        self.values.update(self.overrides)
+        if "broker.id" in self.overrides and "node.id" not in self.overrides:
+            self.values["node.id"] = self.overrides["broker.id"]
+        self.node_id = _int(self.values["node.id"], "node.id")
+        self.num_partitions = _int(self.values["num.partitions"], "num.partitions")
+        if self.num_partitions < 1:
+            raise ConfigError("num.partitions must be at least 1")
+        replication = _int(self.values["default.replication.factor"], "default.replication.factor")
+        if replication != 1:
+            raise ConfigError("default.replication.factor must be 1 on a single-node broker")
+        self.auto_create_topics = _bool(
+            self.values["auto.create.topics.enable"], "auto.create.topics.enable"
+        )
+        self.delete_topic_enable = _bool(self.values["delete.topic.enable"], "delete.topic.enable")
+        self.message_max_bytes = _int(self.values["message.max.bytes"], "message.max.bytes")
+        self.socket_request_max_bytes = _int(
+            self.values["socket.request.max.bytes"], "socket.request.max.bytes"
+        )
+        self.retention_check_interval_ms = _int(
+            self.values["log.retention.check.interval.ms"], "log.retention.check.interval.ms"
+        )
+
+    def get_int(self, key: str) -> int:
+        return _int(self.values[key], key)
+
+    def ignored_keys(self) -> list[str]:
+        return sorted(k for k in self.overrides if k.startswith(IGNORED_PREFIXES))

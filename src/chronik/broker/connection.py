@@ -1,0 +1,215 @@
+"""One client connection: read frames, run handlers, write responses in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import compat
+from chronik.protocol.framing import (
+    SIZE,
+    MalformedRequest,
+    frame,
+    parse_header,
+    parse_header_prefix,
+    response_header,
+)
+
+if TYPE_CHECKING:
+    from chronik.broker.server import Broker
+
+log = logging.getLogger("chronik.connection")
+
+API_VERSIONS_KEY = 18
+UNSUPPORTED_VERSION = 35
+# Requests read ahead of the one being answered; more waits for the client.
+MAX_IN_FLIGHT = 64
+
+
+class Pending:
+    """A request between arrival and its response being written."""
+
+    __slots__ = ("task", "released")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[list[bytes] | None] | None = None
+        self.released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def release(self) -> None:
+        if not self.released.done():
+            self.released.set_result(None)
+
+
+class Connection:
+    def __init__(
+        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = peer[0] if peer else ""
+        self.queue: deque[Pending] = deque()
+        self.queued = asyncio.Condition()
+        self.closing = False
+        self.reading: asyncio.Task[None] | None = None
+
+    async def serve(self) -> None:
+        responder = asyncio.create_task(self._respond())
+        self.reading = asyncio.current_task()
+        try:
+            await self._read_loop()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            if not self.closing:
+                raise
+        except MalformedRequest as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+        finally:
+            async with self.queued:
+                self.closing = True
+                self.queued.notify_all()
+            with contextlib.suppress(Exception):
+                await responder
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+    async def drain_and_close(self) -> None:
+        """Stop reading new requests; the ones already read are still answered."""
+        self.closing = True
+        if self.reading is not None and not self.reading.done():
+            self.reading.cancel()
+            with contextlib.suppress(BaseException):
+                await self.reading
+
+    async def _read_loop(self) -> None:
+        max_size = self.broker.config.socket_request_max_bytes
+        previous: Pending | None = None
+        while not self.closing:
+            head = await self.reader.readexactly(4)
+            (size,) = SIZE.unpack(head)
+            if size < 8 or size > max_size:
+                raise MalformedRequest(f"request size {size} outside 8..{max_size}")
+            data = await self.reader.readexactly(size)
+            pending = self._start(data, previous)
+            if pending is None:
+                return
+            previous = pending
+            async with self.queued:
+                self.queue.append(pending)
+                self.queued.notify_all()
+                await self.queued.wait_for(lambda: len(self.queue) < MAX_IN_FLIGHT or self.closing)
+
+    def _start(self, data: bytes, previous: Pending | None) -> Pending | None:
+        api_key, api_version, correlation_id = parse_header_prefix(data)
+        handler = self.broker.handler_for(api_key)
+        pending = Pending()
+        if handler is None:
+            log.warning("closing connection from %s: unknown API key %d", self.peer, api_key)
+            return None
+        low, high = handler.VERSIONS
+        if not low <= api_version <= high:
+            if api_key == API_VERSIONS_KEY:
+                # Clients probe with their newest ApiVersions; a v0 body with error 35
+                # and our ranges tells them which version to retry with.
+                body = handler.unsupported_version_body(self.broker)
+                pending.task = asyncio.create_task(_ready([response_header(correlation_id, False), body]))
+                pending.release()
+                return pending
+            log.warning(
+                "closing connection from %s: API %d version %d not supported (%d-%d)",
+                self.peer,
+                api_key,
+                api_version,
+                low,
+                high,
+            )
+            return None
+        request_cls = compat.request_class(api_key, api_version)
+        flexible = request_cls.__flexible__
+        header = parse_header(data, flexible)
+        try:
+            request, _ = compat.decode(request_cls, data, header.body_offset)
+        except Exception as exc:
+            raise MalformedRequest(f"cannot decode API {api_key} v{api_version}: {exc}") from exc
+        ctx = RequestContext(
+            broker=self.broker,
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=header.client_id,
+            client_host=self.client_host,
+        )
+        response_flexible = flexible and api_key != API_VERSIONS_KEY
+        pending.task = asyncio.create_task(
+            self._run(handler, ctx, request, previous, pending, response_flexible)
+        )
+        return pending
+
+    async def _run(
+        self,
+        handler: Any,
+        ctx: RequestContext,
+        request: Any,
+        previous: Pending | None,
+        pending: Pending,
+        flexible: bool,
+    ) -> list[bytes] | None:
+        try:
+            if previous is not None:
+                await previous.released
+            ctx_release = getattr(handler, "PIPELINED", False)
+            if ctx_release:
+                response = await handler.handle(ctx, request, pending.release)
+            else:
+                response = await handler.handle(ctx, request)
+        finally:
+            pending.release()
+        if response is None:
+            return None
+        head = response_header(ctx.correlation_id, flexible)
+        if isinstance(response, list):
+            return [head, *response]
+        return [head, compat.encode(response)]
+
+    async def _respond(self) -> None:
+        while True:
+            async with self.queued:
+                await self.queued.wait_for(lambda: self.queue or self.closing)
+                if not self.queue:
+                    return
+                pending = self.queue[0]
+            assert pending.task is not None
+            try:
+                parts = await pending.task
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("request from %s failed; closing the connection", self.peer)
+                self.closing = True
+                if self.reading is not None:
+                    self.reading.cancel()
+                return
+            async with self.queued:
+                self.queue.popleft()
+                self.queued.notify_all()
+            if parts is not None:
+                self.writer.writelines(frame(parts))
+                try:
+                    await self.writer.drain()
+                except ConnectionError:
+                    self.closing = True
+                    if self.reading is not None:
+                        self.reading.cancel()
+                    return
+
+
+async def _ready(parts: list[bytes]) -> list[bytes]:
+    return parts

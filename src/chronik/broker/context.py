@@ -1,0 +1,32 @@
+"""What a request handler knows about the request it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from chronik.protocol import compat
+
+if TYPE_CHECKING:
+    from chronik.broker.server import Broker
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+
+    @property
+    def response_module(self) -> Any:
+        return compat.response_module(self.api_key, self.api_version)
+
+    def schema(self, name: str) -> type:
+        """A class of this API's response schema at the request's version."""
+        return getattr(self.response_module, name)
+
+    def build(self, name: str, /, **fields: Any) -> Any:
+        return compat.build(self.schema(name), **fields)

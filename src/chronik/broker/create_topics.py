@@ -1,0 +1,81 @@
+"""CreateTopics (API key 19), versions 2-7."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+from chronik.protocol.compat import ZERO_UUID
+from chronik.storage.config import describe_topic_configs
+
+API_KEY = 19
+VERSIONS = (2, 7)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    results = []
+    for wanted in request.topics:
+        name = wanted.name
+        partitions = wanted.num_partitions
+        replication = wanted.replication_factor
+        configs = {c.name: c.value for c in wanted.configs}
+        code, message, topic = errors.NONE, None, None
+        if wanted.assignments:
+            partitions = len(wanted.assignments)
+            replication = len(wanted.assignments[0].broker_ids)
+        if partitions == -1:
+            partitions = broker.config.num_partitions
+        if replication == -1:
+            replication = 1
+        if replication != 1:
+            code = errors.INVALID_REPLICATION_FACTOR
+            message = f"Replication factor must be 1 on a single-node broker, got {replication}"
+        else:
+            try:
+                topic = broker.catalog.create_topic(
+                    name, partitions, configs, validate_only=request.validate_only
+                )
+            except Exception as exc:
+                code = getattr(exc, "code", None)
+                if code is None:
+                    raise
+                message = str(exc)
+        results.append(_result(ctx, name, code, message, topic, partitions, configs))
+    return ctx.build("CreateTopicsResponse", throttle_time=0, topics=tuple(results))
+
+
+def _result(
+    ctx: RequestContext,
+    name: str,
+    code: int,
+    message: str | None,
+    topic: Any,
+    partitions: int,
+    configs: dict[str, str],
+) -> Any:
+    entries: tuple[Any, ...] = ()
+    if code == errors.NONE:
+        entries = tuple(
+            ctx.build(
+                "CreatableTopicConfigs",
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_sensitive=e.is_sensitive,
+            )
+            for e in describe_topic_configs(ctx.broker.config.overrides, configs)
+        )
+    return ctx.build(
+        "CreatableTopicResult",
+        name=name,
+        topic_id=topic.topic_id if topic is not None and hasattr(topic, "topic_id") else ZERO_UUID,
+        error_code=code,
+        error_message=message,
+        topic_config_error_code=errors.NONE,
+        num_partitions=partitions if code == errors.NONE else -1,
+        replication_factor=1 if code == errors.NONE else -1,
+        configs=entries,
+    )

@@ -1,0 +1,40 @@
+"""DeleteRecords (API key 21), versions 0-2: advances a partition's log start offset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+
+API_KEY = 21
+VERSIONS = (0, 2)
+HIGH_WATERMARK = -1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for wanted in request.topics:
+        topic = ctx.broker.catalog.get(wanted.name)
+        parts = []
+        for p in wanted.partitions:
+            code, low = errors.NONE, -1
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                plog = topic.partitions[p.partition_index]
+                offset = plog.end_offset if p.offset == HIGH_WATERMARK else p.offset
+                if not 0 <= offset <= plog.end_offset:
+                    code = errors.OFFSET_OUT_OF_RANGE
+                else:
+                    low = plog.delete_records(offset)
+            parts.append(
+                ctx.build(
+                    "DeleteRecordsPartitionResult",
+                    partition_index=p.partition_index,
+                    low_watermark=low,
+                    error_code=code,
+                )
+            )
+        topics.append(ctx.build("DeleteRecordsTopicResult", name=wanted.name, partitions=tuple(parts)))
+    return ctx.build("DeleteRecordsResponse", throttle_time=0, topics=tuple(topics))

@@ -1,0 +1,54 @@
+"""DeleteTopics (API key 20), versions 1-6."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.broker.topics import topic_by_id
+from chronik.protocol import errors
+from chronik.protocol.compat import ZERO_UUID
+
+API_KEY = 20
+VERSIONS = (1, 6)
+
+log = logging.getLogger("chronik.topics")
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    wanted: list[tuple[str | None, Any]] = []
+    if hasattr(request, "topic_names") and not getattr(request, "topics", None):
+        wanted = [(n, None) for n in request.topic_names]
+    else:
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+    results = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+            topic = topic_by_id(broker, topic_id)
+            missing = errors.UNKNOWN_TOPIC_ID
+        else:
+            topic = broker.catalog.get(name) if name else None
+            missing = errors.UNKNOWN_TOPIC_OR_PARTITION
+        code, message = errors.NONE, None
+        if not broker.config.delete_topic_enable:
+            code, message = errors.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
+        elif topic is None:
+            code, message = missing, "This server does not host this topic."
+        else:
+            name, topic_id = topic.name, topic.topic_id
+            broker.catalog.delete_topic(topic.name)
+            if broker.coordinator is not None and hasattr(broker.coordinator, "on_topic_deleted"):
+                broker.coordinator.on_topic_deleted(topic.name)
+            log.info("deleted topic %s", topic.name)
+        results.append(
+            ctx.build(
+                "DeletableTopicResult",
+                name=name,
+                topic_id=topic_id or ZERO_UUID,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return ctx.build("DeleteTopicsResponse", throttle_time=0, responses=tuple(results))

@@ -1,0 +1,35 @@
+"""DescribeCluster (API key 60), versions 0-1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+
+API_KEY = 60
+VERSIONS = (0, 1)
+OPERATIONS_OMITTED = -(2**31)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    node = ctx.build(
+        "DescribeClusterBroker",
+        broker_id=broker.node_id,
+        host=broker.host,
+        port=broker.port,
+        rack=None,
+        is_fenced=False,
+    )
+    return ctx.build(
+        "DescribeClusterResponse",
+        throttle_time=0,
+        error_code=errors.NONE,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(node,),
+        cluster_authorized_operations=OPERATIONS_OMITTED,
+    )

@@ -1,0 +1,83 @@
+"""DescribeConfigs (API key 32), versions 1-4: topic and broker resources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+from chronik.storage.config import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, TYPE_STRING
+from chronik.storage.config import describe_topic_configs
+
+API_KEY = 32
+VERSIONS = (1, 4)
+TOPIC = 2
+BROKER = 4
+
+
+def _entry(ctx: RequestContext, request: Any, e: Any) -> Any:
+    synonyms = ()
+    if getattr(request, "include_synonyms", False):
+        synonyms = tuple(
+            ctx.build("DescribeConfigsSynonym", name=s.name, value=s.value, source=s.source)
+            for s in e.synonyms
+        )
+    return ctx.build(
+        "DescribeConfigsResourceResult",
+        name=e.name,
+        value=e.value,
+        read_only=e.read_only,
+        config_source=e.source,
+        is_default=e.source == SOURCE_DEFAULT,
+        is_sensitive=e.is_sensitive,
+        synonyms=synonyms,
+        config_type=e.config_type,
+        documentation=e.documentation if getattr(request, "include_documentation", False) else None,
+    )
+
+
+def _broker_entries(ctx: RequestContext, keys: Any) -> list[Any]:
+    from chronik.storage.config import ConfigEntry
+
+    config = ctx.broker.config
+    entries = []
+    for name in sorted(config.values):
+        if keys is not None and name not in keys:
+            continue
+        source = SOURCE_STATIC_BROKER if name in config.overrides else SOURCE_DEFAULT
+        entries.append(
+            ConfigEntry(name, config.values[name], source, False, True, [], TYPE_STRING, "")
+        )
+    return entries
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    results = []
+    for resource in request.resources:
+        keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
+        code, message, entries = errors.NONE, None, []
+        if resource.resource_type == TOPIC:
+            topic = broker.catalog.get(resource.resource_name)
+            if topic is None:
+                code, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist"
+            else:
+                entries = describe_topic_configs(broker.config.overrides, topic.configs, keys)
+        elif resource.resource_type == BROKER:
+            if resource.resource_name not in ("", str(broker.node_id)):
+                code, message = errors.INVALID_REQUEST, f"Unknown broker {resource.resource_name}"
+            else:
+                entries = _broker_entries(ctx, keys)
+        else:
+            code, message = errors.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+        results.append(
+            ctx.build(
+                "DescribeConfigsResult",
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=tuple(_entry(ctx, request, e) for e in entries),
+            )
+        )
+    return ctx.build("DescribeConfigsResponse", throttle_time=0, results=tuple(results))

@@ -1,0 +1,86 @@
+"""Fetch (API key 1), versions 4-16.
+
+Records are served as the bytes stored in the segment files. A fetch with fewer
+than min_bytes available waits up to max_wait_ms, woken early by appends.
+Fetch sessions (KIP-227) are not kept: every response carries session id 0,
+which tells clients to send full fetch requests.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.broker.topics import topic_by_id
+from chronik.protocol import errors
+from chronik.protocol.compat import millis
+from chronik.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+
+API_KEY = 1
+VERSIONS = (4, 16)
+FETCH_SESSION_ID_NOT_FOUND = 70
+
+
+def _resolve(ctx: RequestContext, fetch_topic: Any) -> tuple[Any, str, Any]:
+    if ctx.api_version >= 13:
+        topic = topic_by_id(ctx.broker, fetch_topic.topic_id)
+        return topic, (topic.name if topic else ""), fetch_topic.topic_id
+    topic = ctx.broker.catalog.get(fetch_topic.topic)
+    return topic, fetch_topic.topic, (topic.topic_id if topic else None)
+
+
+def _read_all(ctx: RequestContext, request: Any, budget: int) -> tuple[list[TopicResult], int, bool, list[Any]]:
+    topics: list[TopicResult] = []
+    total = 0
+    failed = False
+    logs: list[Any] = []
+    missing = errors.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION
+    for fetch_topic in request.topics:
+        topic, name, topic_id = _resolve(ctx, fetch_topic)
+        parts: list[PartitionResult] = []
+        for fp in fetch_topic.partitions:
+            index = fp.partition
+            if topic is None or not 0 <= index < len(topic.partitions):
+                parts.append(PartitionResult(index, missing, -1, -1, -1, None))
+                failed = True
+                continue
+            plog = topic.partitions[index]
+            logs.append(plog)
+            end = plog.end_offset
+            start = plog.start_offset
+            offset = fp.fetch_offset
+            if offset < start or offset > end:
+                parts.append(PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, end, end, start, None))
+                failed = True
+                continue
+            records = b""
+            remaining = budget - total
+            if offset < end and (remaining > 0 or total == 0):
+                limit = max(1, min(fp.partition_max_bytes, remaining))
+                records = plog.read(offset, limit)
+                total += len(records)
+            parts.append(PartitionResult(index, errors.NONE, end, end, start, records))
+        topics.append(TopicResult(name, topic_id, parts))
+    return topics, total, failed, logs
+
+
+async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
+    version = ctx.api_version
+    session_id = getattr(request, "session_id", 0)
+    session_epoch = getattr(request, "session_epoch", -1)
+    if session_id != 0 and session_epoch not in (-1, 0):
+        return encode_fetch_response(version, [], FETCH_SESSION_ID_NOT_FOUND)
+    broker = ctx.broker
+    max_wait = millis(request.max_wait) / 1000
+    deadline = time.monotonic() + max_wait
+    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    while True:
+        topics, total, failed, logs = _read_all(ctx, request, budget)
+        remaining = deadline - time.monotonic()
+        if failed or total >= request.min_bytes or total > 0 and request.min_bytes <= 1 or remaining <= 0 or not logs:
+            break
+        await broker.wait_for_append(logs, remaining)
+    if broker.metrics is not None:
+        broker.metrics.bytes_out(total)
+    return encode_fetch_response(version, topics)

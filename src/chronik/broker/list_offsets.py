@@ -1,0 +1,64 @@
+"""ListOffsets (API key 2), versions 1-9.
+
+Timestamps: -1 latest, -2 earliest, -3 the record with the largest timestamp
+(v7+), -4 earliest local (v8+, the same as earliest here), otherwise the first
+offset whose timestamp is at or after the one asked (from the time index).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+
+API_KEY = 2
+VERSIONS = (1, 9)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+EARLIEST_PENDING_UPLOAD = -5
+
+
+def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+    if timestamp == LATEST:
+        return -1, plog.end_offset
+    if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+        return -1, plog.start_offset
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp()
+        return found if found is not None and found[1] >= 0 else (-1, -1)
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    offset, ts = found
+    return ts, offset
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    catalog = ctx.broker.catalog
+    topics = []
+    for wanted in request.topics:
+        topic = catalog.get(wanted.name)
+        parts = []
+        for p in wanted.partitions:
+            index = p.partition_index
+            if topic is None or not 0 <= index < len(topic.partitions):
+                code, ts, offset = errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+            else:
+                code = errors.NONE
+                ts, offset = _lookup(topic.partitions[index], p.timestamp)
+            parts.append(
+                ctx.build(
+                    "ListOffsetsPartitionResponse",
+                    partition_index=index,
+                    error_code=code,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=0 if code == errors.NONE else -1,
+                )
+            )
+        topics.append(ctx.build("ListOffsetsTopicResponse", name=wanted.name, partitions=tuple(parts)))
+    return ctx.build("ListOffsetsResponse", throttle_time=0, topics=tuple(topics))

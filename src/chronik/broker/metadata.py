@@ -1,0 +1,106 @@
+"""Metadata (API key 3), versions 0-12."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.broker.topics import get_or_create, is_internal
+from chronik.protocol import errors
+from chronik.protocol.compat import ZERO_UUID
+
+API_KEY = 3
+VERSIONS = (0, 12)
+# Kafka's "authorized operations not requested" marker.
+OPERATIONS_OMITTED = -(2**31)
+
+
+def _topic_entry(ctx: RequestContext, topic: Any) -> Any:
+    node = ctx.broker.node_id
+    partitions = tuple(
+        ctx.build(
+            "MetadataResponsePartition",
+            error_code=errors.NONE,
+            partition_index=index,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+        for index in range(len(topic.partitions))
+    )
+    return ctx.build(
+        "MetadataResponseTopic",
+        error_code=errors.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=is_internal(topic.name),
+        partitions=partitions,
+        topic_authorized_operations=OPERATIONS_OMITTED,
+    )
+
+
+def _missing(ctx: RequestContext, name: str | None, code: int, topic_id: Any = ZERO_UUID) -> Any:
+    return ctx.build(
+        "MetadataResponseTopic",
+        error_code=code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=OPERATIONS_OMITTED,
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    catalog = broker.catalog
+    requested = request.topics
+    if ctx.api_version == 0 and not requested:
+        requested = None  # v0 has no null: an empty list means every topic
+    allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    entries = []
+    if requested is None:
+        entries = [_topic_entry(ctx, t) for t in sorted(catalog.topics.values(), key=lambda t: t.name)]
+    else:
+        for wanted in requested:
+            name = wanted.name
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+                from chronik.broker.topics import topic_by_id
+
+                topic = topic_by_id(broker, topic_id)
+                if topic is None:
+                    entries.append(_missing(ctx, None, errors.UNKNOWN_TOPIC_ID, topic_id))
+                else:
+                    entries.append(_topic_entry(ctx, topic))
+                continue
+            topic = get_or_create(broker, name, allow_auto)
+            if topic is None:
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                if not _valid_name(name):
+                    code = errors.INVALID_TOPIC_EXCEPTION
+                entries.append(_missing(ctx, name, code))
+            else:
+                entries.append(_topic_entry(ctx, topic))
+    brokers = (
+        ctx.build(
+            "MetadataResponseBroker", node_id=broker.node_id, host=broker.host, port=broker.port, rack=None
+        ),
+    )
+    return ctx.build(
+        "MetadataResponse",
+        throttle_time=0,
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=OPERATIONS_OMITTED,
+    )
+
+
+def _valid_name(name: str) -> bool:
+    import re
+
+    return bool(re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", name)) and name not in (".", "..")

@@ -1,0 +1,105 @@
+"""Produce (API key 0), versions 3-11.
+
+Versions 0-2 carry message formats v0/v1, which chronik does not store. A batch
+is validated as bytes (header, CRC, offsets) and appended with its offset
+stamped in place; nothing of it is decoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+from chronik.records.batch import InvalidBatch, validate_produced
+
+API_KEY = 0
+VERSIONS = (3, 11)
+# The connection may start the next Produce once this one has appended.
+PIPELINED = True
+
+log = logging.getLogger("chronik.produce")
+
+
+async def handle(ctx: RequestContext, request: Any, release: Callable[[], None]) -> Any:
+    broker = ctx.broker
+    acks = request.acks
+    now = broker.now_ms()
+    results: list[tuple[str, list[Any]]] = []
+    synced: list[Any] = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        topic = broker.catalog.get(name)
+        partitions = []
+        for part in topic_data.partition_data:
+            index = part.index
+            if acks not in (-1, 0, 1):
+                partitions.append(_error(ctx, index, errors.INVALID_REQUIRED_ACKS))
+                continue
+            if topic is None or not 0 <= index < len(topic.partitions):
+                partitions.append(_error(ctx, index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            partition_log = topic.partitions[index]
+            records = part.records
+            try:
+                if records is None:
+                    raise InvalidBatch(errors.CORRUPT_MESSAGE, "null record set")
+                batch = bytearray(records)
+                header = validate_produced(batch, topic.log_config.max_message_bytes)
+                result = partition_log.append(batch, header, now)
+            except Exception as exc:
+                code = getattr(exc, "code", None)
+                if code is None:
+                    raise
+                if code == errors.INVALID_RECORD and ctx.api_version < 8:
+                    code = errors.CORRUPT_MESSAGE
+                log.info("rejected produce to %s-%d: %s", name, index, exc)
+                partitions.append(_error(ctx, index, code, str(exc)))
+                continue
+            if not result.duplicate:
+                broker.notify_append(partition_log)
+                if broker.metrics is not None:
+                    broker.metrics.bytes_in(name, len(batch))
+            synced.append(partition_log)
+            partitions.append(
+                ctx.build(
+                    "PartitionProduceResponse",
+                    index=index,
+                    error_code=errors.NONE,
+                    base_offset=result.base_offset,
+                    log_append_time=result.log_append_time,
+                    log_start_offset=result.log_start_offset,
+                    record_errors=(),
+                    error_message=None,
+                )
+            )
+        results.append((name, partitions))
+    release()
+    if acks == -1 and synced:
+        await asyncio.gather(*(broker.committer.sync(p) for p in synced))
+    if acks == 0:
+        return None
+    return ctx.build(
+        "ProduceResponse",
+        responses=tuple(
+            ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(parts))
+            for name, parts in results
+        ),
+        throttle_time=0,
+    )
+
+
+def _error(ctx: RequestContext, index: int, code: int, message: str | None = None) -> Any:
+    return ctx.build(
+        "PartitionProduceResponse",
+        index=index,
+        error_code=code,
+        base_offset=-1,
+        log_append_time=-1,
+        log_start_offset=-1,
+        record_errors=(),
+        error_message=message,
+    )

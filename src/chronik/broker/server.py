@@ -1,0 +1,198 @@
+"""The broker: one asyncio event loop serving the Kafka protocol over TCP.
+
+Requests on a connection are answered in the order they arrived. A Produce may
+start while earlier Produces on the same connection still wait for their fsync
+(it is released once its batches are appended), so one pipelining client shares
+group commits; every other request waits until the one before it is done, as
+Kafka serves a connection one request at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from chronik.broker import apis
+from chronik.broker.config import BrokerConfig
+from chronik.broker.connection import Connection
+from chronik.coordinator.producer_ids import ProducerIdAllocator
+from chronik.storage.catalog import Catalog
+from chronik.storage.group_commit import GroupCommitter
+
+log = logging.getLogger("chronik.broker")
+
+
+def _load_cluster_id(data_dir: Path) -> str:
+    """Kafka keeps the cluster id in meta.properties; so does chronik."""
+    path = data_dir / "meta.properties"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+    cluster_id = uuid.uuid4().hex[:22]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"version=1\ncluster.id={cluster_id}\n")
+    os.replace(tmp, path)
+    return cluster_id
+
+
+class Broker:
+    def __init__(
+        self,
+        data_dir: str | Path = "chronik-data",
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        config: Mapping[str, str] | None = None,
+        advertised_host: str | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.bind_host = host
+        self.host = advertised_host or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
+        self.port = port
+        self.config = BrokerConfig(config)
+        self.node_id = self.config.node_id
+        self.cluster_id = ""
+        self.catalog: Catalog
+        self.committer: GroupCommitter
+        self.producer_ids: ProducerIdAllocator
+        self.coordinator: Any = None
+        self.metrics: Any = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[Connection] = set()
+        self._waiters: dict[int, set[asyncio.Future[None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.started = asyncio.Event()
+
+    @staticmethod
+    def now_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = _load_cluster_id(self.data_dir)
+        for key in self.config.ignored_keys():
+            log.warning("config %s is accepted but has no effect on a single-node chronik", key)
+        self.catalog = Catalog(self.data_dir, self.config.overrides)
+        self.catalog.load()
+        self.committer = GroupCommitter()
+        self.producer_ids = ProducerIdAllocator(self.data_dir / ".meta" / "producer-ids")
+        self.coordinator = _make_coordinator(self)
+        if self.coordinator is not None:
+            await self.coordinator.start()
+        self._server = await asyncio.start_server(
+            self._on_connection, self.bind_host, self.port, reuse_address=True, limit=2**20
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._tasks.append(asyncio.create_task(self._retention_loop()))
+        log.info(
+            "chronik broker %s listening on %s:%d, data in %s",
+            self.node_id,
+            self.bind_host,
+            self.port,
+            self.data_dir,
+        )
+        self.started.set()
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests, flush, close."""
+        if self._server is not None:
+            self._server.close()
+        await asyncio.gather(*(c.drain_and_close() for c in list(self._connections)))
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.coordinator is not None:
+            await self.coordinator.stop()
+        self.catalog.close()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        log.info("chronik broker stopped")
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        conn = Connection(self, reader, writer)
+        self._connections.add(conn)
+        try:
+            await conn.serve()
+        finally:
+            self._connections.discard(conn)
+
+    async def _retention_loop(self) -> None:
+        interval = max(self.config.retention_check_interval_ms, 100) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now = self.now_ms()
+            for topic in list(self.catalog.topics.values()):
+                for partition_log in topic.partitions:
+                    try:
+                        partition_log.apply_retention(now)
+                    except Exception:
+                        log.exception("retention failed for %s", topic.name)
+
+    # -- long poll ---------------------------------------------------------------
+
+    def notify_append(self, partition_log: object) -> None:
+        waiters = self._waiters.pop(id(partition_log), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait_for_append(self, logs: list[object], timeout: float) -> None:
+        """Return when any of `logs` is appended to, or after `timeout` seconds."""
+        if timeout <= 0:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        keys = [id(partition_log) for partition_log in logs]
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        del self._waiters[key]
+
+    def handler_for(self, api_key: int) -> Any:
+        return apis.HANDLERS.get(api_key)
+
+
+def _make_coordinator(broker: Broker) -> Any:
+    try:
+        from chronik.coordinator import GroupCoordinator  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return GroupCoordinator(broker)
+
+
+async def serve_until_signalled(broker: Broker) -> None:
+    """Run until SIGTERM/SIGINT, then shut down gracefully."""
+    import signal
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    await stop.wait()
+    log.info("signal received, shutting down")
+    await broker.stop()
