@@ -10,10 +10,13 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from chronik.broker.embedded import EmbeddedBroker
+if TYPE_CHECKING:
+    from chronik.broker.embedded import EmbeddedBroker
+
 
 
 def free_port() -> int:
@@ -89,6 +92,8 @@ class BrokerProcess:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    from chronik.broker.embedded import EmbeddedBroker
+
     embedded = EmbeddedBroker(data_dir=tmp_path / "data")
     embedded.start()
     try:
@@ -103,6 +108,8 @@ def broker_factory(tmp_path: Path) -> Iterator[object]:
     started: list[EmbeddedBroker] = []
 
     def make(config: Mapping[str, str] | None = None, name: str = "data") -> EmbeddedBroker:
+        from chronik.broker.embedded import EmbeddedBroker
+
         embedded = EmbeddedBroker(data_dir=tmp_path / name, config=config)
         started.append(embedded.start())
         return embedded

@@ -1,0 +1,37 @@
+# make serve: set up .venv and run a broker on 127.0.0.1:9092 with data in ./chronik-data
+# make test:  the whole test suite (unit, integration with real clients, Spark)
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SERVE_ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: serve test test-fast lint bench deps clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,spark]'
+	touch $(STAMP)
+
+deps: $(STAMP)
+	bash scripts/install-test-deps.sh
+
+serve: $(STAMP)
+	$(VENV)/bin/chronik serve $(SERVE_ARGS)
+
+test: deps
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not spark" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+
+bench: $(STAMP)
+	$(PY) bench/broker_bench.py
+
+clean:
+	rm -rf $(VENV) chronik-data .pytest_cache
