@@ -1,0 +1,993 @@
+"""The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and friends.
+
+Modelled on Kafka's GroupCoordinator (core/.../coordinator/group). JoinGroup and
+SyncGroup answers are futures completed when the rebalance gets there; session and
+rebalance timeouts are timers on the broker's event loop. Committed offsets and group
+metadata are kept in memory and persisted as records of __consumer_offsets through
+a GroupStore, which replays them at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from chronik.coordinator.group import (
+    Group,
+    GroupState,
+    JoinResult,
+    Member,
+    SyncResult,
+)
+from chronik.coordinator.offsets_codec import (
+    GroupKey,
+    GroupValue,
+    MemberValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_value,
+    encode_key,
+    encode_offset_value,
+)
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+NONE = int(E.none)
+
+# Broker configs (Kafka's names) and our defaults. Kafka delays a first rebalance by
+# 3 s to gather members; we default lower so a group forms quickly.
+DEFAULTS = {
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.initial.rebalance.delay.ms": "100",
+    "offset.metadata.max.bytes": "4096",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+}
+
+Record = tuple[bytes, bytes | None]
+
+
+class GroupStore(Protocol):
+    """Where group records go: one durable, ordered log per group."""
+
+    async def replay(self) -> Iterable[tuple[bytes, bytes | None, int]]:
+        """Every (key, value, position) written so far, in log order."""
+        ...
+
+    async def write(self, group_id: str, records: list[Record]) -> int:
+        """Append and fsync; returns the position of the last record."""
+        ...
+
+
+@dataclass(slots=True)
+class CommitRequest:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: int = NONE
+
+
+@dataclass(slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class GroupSummary:
+    group_id: str
+    error: int
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberSummary]
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        broker: Any,
+        store: GroupStore | None = None,
+        topic_partitions: Callable[[str], int | None] | None = None,
+    ) -> None:
+        self.broker = broker
+        config: Mapping[str, str] = {**DEFAULTS, **dict(getattr(broker, "config", {}) or {})}
+        self.min_session_ms = int(config["group.min.session.timeout.ms"])
+        self.max_session_ms = int(config["group.max.session.timeout.ms"])
+        self.initial_delay_ms = int(config["group.initial.rebalance.delay.ms"])
+        self.max_metadata_bytes = int(config["offset.metadata.max.bytes"])
+        self.retention_ms = int(config["offsets.retention.minutes"]) * 60_000
+        self.retention_check_ms = int(config["offsets.retention.check.interval.ms"])
+        if store is None:
+            from chronik.coordinator.offsets_topic import OffsetsTopic
+
+            store = OffsetsTopic(broker, config)
+        self.store = store
+        self._topic_partitions = topic_partitions or self._catalog_partitions
+        self.groups: dict[str, Group] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._retention_timer: asyncio.TimerHandle | None = None
+        self._running = False
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        for key_bytes, value, position in await self.store.replay():
+            self._replay_record(key_bytes, value, position)
+        self._running = True
+        self._schedule_retention()
+
+    async def stop(self) -> None:
+        self._running = False
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+        for group in self.groups.values():
+            self._cancel_timers(group)
+            for member in group.members.values():
+                self._finish_futures(member, int(E.not_coordinator))
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _replay_record(self, key_bytes: bytes, value: bytes | None, position: int) -> None:
+        try:
+            key = decode_key(key_bytes)
+            if isinstance(key, OffsetKey):
+                tp = (key.topic, key.partition)
+                if value is None:
+                    group = self.groups.get(key.group)
+                    if group is not None:
+                        group.offsets.pop(tp, None)
+                        group.offset_positions.pop(tp, None)
+                    return
+                group = self._get_or_create(key.group)
+                group.offsets[tp] = decode_offset_value(value)
+                group.offset_positions[tp] = position
+            else:
+                if value is None:
+                    group = self.groups.pop(key.group, None)
+                    return
+                meta = decode_group_value(value)
+                group = self._get_or_create(key.group)
+                # Members must rejoin after a restart, as with a moved Kafka coordinator.
+                group.generation = meta.generation
+                group.protocol_type = meta.protocol_type or None
+                group.state_timestamp = meta.current_state_timestamp
+        except ValueError as e:
+            log.warning("skipping unreadable __consumer_offsets record: %s", e)
+
+    # ---------------------------------------------------------------- helpers
+
+    def _catalog_partitions(self, topic: str) -> int | None:
+        catalog = getattr(self.broker, "catalog", None)
+        if catalog is None:
+            return None
+        t = catalog.get(topic)
+        return None if t is None else len(t.partitions)
+
+    def _now_ms(self) -> int:
+        now = getattr(self.broker, "now_ms", None)
+        return int(now()) if now is not None else int(time.time() * 1000)
+
+    def _get_or_create(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id, state_timestamp=self._now_ms())
+            self.groups[group_id] = group
+        return group
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _set_state(self, group: Group, state: GroupState) -> None:
+        group.state = state
+        group.state_timestamp = self._now_ms()
+
+    @staticmethod
+    def _finish_futures(member: Member, error: int) -> None:
+        if member.join_future is not None and not member.join_future.done():
+            member.join_future.set_result(JoinResult(error, member_id=member.member_id))
+        member.join_future = None
+        if member.sync_future is not None and not member.sync_future.done():
+            member.sync_future.set_result(SyncResult(error))
+        member.sync_future = None
+
+    def _cancel_timers(self, group: Group) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+        for member in group.members.values():
+            member.cancel_session_timer()
+        for handle in group.pending_members.values():
+            if handle is not None:
+                handle.cancel()
+
+    def _is_fenced(self, group: Group, member_id: str, instance_id: str | None) -> bool:
+        if instance_id is None:
+            return False
+        current = group.static_members.get(instance_id)
+        return current is not None and current != member_id
+
+    # ---------------------------------------------------------------- session timers
+
+    def _reset_session(self, group: Group, member: Member) -> None:
+        member.cancel_session_timer()
+        loop = asyncio.get_running_loop()
+        member.session_timer = loop.call_later(
+            member.session_timeout_ms / 1000, self._on_session_expired, group, member
+        )
+
+    def _on_session_expired(self, group: Group, member: Member) -> None:
+        member.session_timer = None
+        if group.members.get(member.member_id) is not member:
+            return
+        syncing = member.sync_future is not None and not member.sync_future.done()
+        if member.awaiting_join or syncing:
+            # A member parked in JoinGroup/SyncGroup is alive by definition.
+            self._reset_session(group, member)
+            return
+        log.info("group %s: member %s session expired", group.group_id, member.member_id)
+        self._remove_member_and_update(group, member, "session timeout")
+
+    def _add_pending(self, group: Group, member_id: str, session_timeout_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        group.pending_members[member_id] = loop.call_later(
+            session_timeout_ms / 1000, self._on_pending_expired, group, member_id
+        )
+
+    def _on_pending_expired(self, group: Group, member_id: str) -> None:
+        if group.pending_members.pop(member_id, "gone") == "gone":
+            return
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+
+    # ---------------------------------------------------------------- JoinGroup
+
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> JoinResult:
+        if not group_id:
+            return JoinResult(int(E.invalid_group_id), member_id=member_id)
+        if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
+            return JoinResult(int(E.invalid_session_timeout), member_id=member_id)
+        if rebalance_timeout_ms <= 0:
+            rebalance_timeout_ms = session_timeout_ms
+        group = self.groups.get(group_id)
+        args = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                protocol_type, protocols)
+        if not member_id:
+            if group is None:
+                group = self._get_or_create(group_id)
+            return await self._join_new(group, group_instance_id, require_known_member_id, *args)
+        if group is None:
+            return JoinResult(int(E.unknown_member_id), member_id=member_id)
+        return await self._join_known(group, member_id, group_instance_id, *args)
+
+    async def _join_new(
+        self,
+        group: Group,
+        instance_id: str | None,
+        require_known: bool,
+        client_id: str,
+        client_host: str,
+        session_ms: int,
+        rebalance_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        if group.state is GroupState.DEAD:
+            return JoinResult(int(E.coordinator_not_available))
+        if not group.supports(protocol_type, protocols):
+            return JoinResult(int(E.inconsistent_group_protocol))
+        new_id = f"{client_id}-{uuid.uuid4()}"
+        args = (client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols)
+        if instance_id is not None:
+            return await self._join_static(group, new_id, instance_id, *args)
+        if require_known:
+            # KIP-394: hand out the id first, so a client that times out can rejoin with it.
+            self._add_pending(group, new_id, session_ms)
+            return JoinResult(int(E.member_id_required), member_id=new_id)
+        return await self._add_member_and_rebalance(group, new_id, None, *args)
+
+    async def _join_static(
+        self,
+        group: Group,
+        new_id: str,
+        instance_id: str,
+        client_id: str,
+        client_host: str,
+        session_ms: int,
+        rebalance_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        args = (client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols)
+        old_id = group.static_members.get(instance_id)
+        old = group.members.get(old_id) if old_id is not None else None
+        if old is None:
+            return await self._add_member_and_rebalance(group, new_id, instance_id, *args)
+        # KIP-345: a known instance came back with a fresh id; the old id is fenced.
+        was_leader = group.leader_id == old.member_id
+        self._finish_futures(old, int(E.fenced_instance_id))
+        old.cancel_session_timer()
+        del group.members[old.member_id]
+        old.member_id = new_id
+        old.client_id, old.client_host = client_id, client_host
+        old.session_timeout_ms, old.rebalance_timeout_ms = session_ms, rebalance_ms
+        group.members[new_id] = old
+        group.static_members[instance_id] = new_id
+        if was_leader:
+            group.leader_id = new_id
+        if group.state is GroupState.STABLE and old.matches(protocols):
+            self._reset_session(group, old)
+            # The leader learns it leads but keeps the current assignment (skip_assignment).
+            return JoinResult(
+                NONE,
+                generation=group.generation,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol,
+                leader=group.leader_id or "",
+                member_id=new_id,
+                members=self._member_list(group) if was_leader else [],
+                skip_assignment=was_leader,
+            )
+        old.protocols = protocols
+        return await self._wait_for_join(group, old)
+
+    async def _join_known(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_ms: int,
+        rebalance_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        if group.state is GroupState.DEAD:
+            return JoinResult(int(E.coordinator_not_available), member_id=member_id)
+        if not group.supports(protocol_type, protocols):
+            return JoinResult(int(E.inconsistent_group_protocol), member_id=member_id)
+        if member_id in group.pending_members:
+            handle = group.pending_members.pop(member_id)
+            if handle is not None:
+                handle.cancel()
+            return await self._add_member_and_rebalance(
+                group, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms,
+                protocol_type, protocols,
+            )
+        if self._is_fenced(group, member_id, instance_id):
+            return JoinResult(int(E.fenced_instance_id), member_id=member_id)
+        member = group.members.get(member_id)
+        if member is None or group.state is GroupState.EMPTY:
+            return JoinResult(int(E.unknown_member_id), member_id=member_id)
+        member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
+        if group.state is GroupState.COMPLETING_REBALANCE and member.matches(protocols):
+            # A retried JoinGroup of the generation in progress: answer it again.
+            return self._join_result(group, member)
+        if (
+            group.state is GroupState.STABLE
+            and member.matches(protocols)
+            and member_id != group.leader_id
+        ):
+            self._reset_session(group, member)
+            return JoinResult(
+                NONE,
+                generation=group.generation,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol,
+                leader=group.leader_id or "",
+                member_id=member_id,
+            )
+        member.protocols = protocols
+        return await self._wait_for_join(group, member)
+
+    async def _add_member_and_rebalance(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_ms: int,
+        rebalance_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        member = Member(
+            member_id=member_id,
+            group_instance_id=instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance_ms,
+            session_timeout_ms=session_ms,
+            protocol_type=protocol_type,
+            protocols=protocols,
+            is_new=True,
+        )
+        group.add(member)
+        if group.in_initial_delay:
+            group.new_member_added = True
+        return await self._wait_for_join(group, member)
+
+    async def _wait_for_join(self, group: Group, member: Member) -> JoinResult:
+        member.cancel_session_timer()
+        if member.join_future is not None and not member.join_future.done():
+            # The same member joined twice (its previous request was abandoned).
+            member.join_future.set_result(JoinResult(int(E.unknown_member_id)))
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        member.join_future = future
+        if group.state in (GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group)
+        else:
+            self._try_complete_join(group)
+        return await future
+
+    def _member_list(self, group: Group) -> list[tuple[str, str | None, bytes]]:
+        protocol = group.protocol or ""
+        return [
+            (m.member_id, m.group_instance_id, m.metadata(protocol))
+            for m in group.members.values()
+        ]
+
+    def _join_result(self, group: Group, member: Member) -> JoinResult:
+        is_leader = member.member_id == group.leader_id
+        return JoinResult(
+            NONE,
+            generation=group.generation,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol,
+            leader=group.leader_id or "",
+            member_id=member.member_id,
+            members=self._member_list(group) if is_leader else [],
+        )
+
+    # ---------------------------------------------------------------- rebalance
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            for m in group.members.values():
+                m.assignment = b""
+                if m.sync_future is not None and not m.sync_future.done():
+                    m.sync_future.set_result(SyncResult(int(E.rebalance_in_progress)))
+                m.sync_future = None
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        loop = asyncio.get_running_loop()
+        rebalance_ms = group.max_rebalance_timeout_ms()
+        if group.state is GroupState.EMPTY:
+            delay = min(self.initial_delay_ms, rebalance_ms)
+            group.in_initial_delay = True
+            group.new_member_added = False
+            group.initial_delay_remaining_ms = rebalance_ms - delay
+            group.join_timer = loop.call_later(delay / 1000, self._on_initial_delay, group, delay)
+        else:
+            group.in_initial_delay = False
+            group.join_timer = loop.call_later(rebalance_ms / 1000, self._complete_join, group)
+        self._set_state(group, GroupState.PREPARING_REBALANCE)
+        log.info("group %s: preparing rebalance (generation %d)", group.group_id, group.generation)
+        if not group.in_initial_delay:
+            self._try_complete_join(group)
+
+    def _on_initial_delay(self, group: Group, delay: int) -> None:
+        group.join_timer = None
+        remaining = group.initial_delay_remaining_ms
+        if group.new_member_added and remaining > 0:
+            # Members are still arriving: wait another delay, within the rebalance timeout.
+            step = min(delay, remaining)
+            group.new_member_added = False
+            group.initial_delay_remaining_ms = remaining - step
+            group.join_timer = asyncio.get_running_loop().call_later(
+                step / 1000, self._on_initial_delay, group, delay
+            )
+            return
+        group.in_initial_delay = False
+        if group.all_members_joined():
+            self._complete_join(group)
+        else:
+            group.join_timer = asyncio.get_running_loop().call_later(
+                max(remaining, 0) / 1000, self._complete_join, group
+            )
+
+    def _try_complete_join(self, group: Group) -> None:
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and not group.in_initial_delay
+            and group.all_members_joined()
+        ):
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+        group.in_initial_delay = False
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            return
+        for member in [m for m in group.members.values() if not m.awaiting_join]:
+            log.info("group %s: member %s did not rejoin", group.group_id, member.member_id)
+            group.remove(member.member_id)
+            self._finish_futures(member, int(E.unknown_member_id))
+        group.generation += 1
+        if group.is_empty():
+            group.protocol = None
+            group.leader_id = None
+            self._set_state(group, GroupState.EMPTY)
+            self._spawn(self._store_group(group, group.generation))
+            return
+        group.protocol = group.select_protocol()
+        self._set_state(group, GroupState.COMPLETING_REBALANCE)
+        log.info(
+            "group %s: generation %d with %d members, protocol %s",
+            group.group_id, group.generation, len(group.members), group.protocol,
+        )
+        for member in group.members.values():
+            future = member.join_future
+            member.join_future = None
+            member.is_new = False
+            if future is not None and not future.done():
+                future.set_result(self._join_result(group, member))
+            self._reset_session(group, member)
+
+    def _remove_member_and_update(self, group: Group, member: Member, reason: str) -> None:
+        group.remove(member.member_id)
+        self._finish_futures(member, int(E.unknown_member_id))
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            log.info("group %s: rebalance after %s", group.group_id, reason)
+            self._prepare_rebalance(group)
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+
+    def _group_value(self, group: Group) -> GroupValue:
+        protocol = group.protocol
+        return GroupValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation,
+            protocol=protocol,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp,
+            members=tuple(
+                MemberValue(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(protocol or ""),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ),
+        )
+
+    def _group_record(self, group: Group) -> Record:
+        return encode_key(GroupKey(group.group_id)), encode_group_value(self._group_value(group))
+
+    async def _store_group(self, group: Group, generation: int) -> None:
+        if group.generation != generation:
+            return
+        record = self._group_record(group)
+        try:
+            await self.store.write(group.group_id, [record])
+        except Exception:
+            log.exception("group %s: failed to store group metadata", group.group_id)
+
+    # ---------------------------------------------------------------- SyncGroup
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(int(E.unknown_member_id))
+        if group.state is GroupState.DEAD:
+            return SyncResult(int(E.coordinator_not_available))
+        if self._is_fenced(group, member_id, instance_id):
+            return SyncResult(int(E.fenced_instance_id))
+        member = group.members.get(member_id)
+        if member is None:
+            return SyncResult(int(E.unknown_member_id))
+        if generation != group.generation:
+            return SyncResult(int(E.illegal_generation))
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol
+        ):
+            return SyncResult(int(E.inconsistent_group_protocol))
+        if group.state is GroupState.EMPTY:
+            return SyncResult(int(E.unknown_member_id))
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return SyncResult(int(E.rebalance_in_progress))
+        self._reset_session(group, member)
+        if group.state is GroupState.STABLE:
+            return self._sync_result(group, member)
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        if member.sync_future is not None and not member.sync_future.done():
+            member.sync_future.set_result(SyncResult(int(E.rebalance_in_progress)))
+        member.sync_future = future
+        if member_id == group.leader_id:
+            self._spawn(self._complete_sync(group, generation, assignments))
+        return await future
+
+    def _sync_result(self, group: Group, member: Member) -> SyncResult:
+        return SyncResult(NONE, group.protocol_type, group.protocol, member.assignment)
+
+    async def _complete_sync(
+        self, group: Group, generation: int, assignments: dict[str, bytes]
+    ) -> None:
+        for m in group.members.values():
+            m.assignment = assignments.get(m.member_id, b"")
+        error = NONE
+        record = self._group_record(group)
+        try:
+            await self.store.write(group.group_id, [record])
+        except Exception:
+            log.exception("group %s: failed to store the assignment", group.group_id)
+            error = int(E.coordinator_not_available)
+        if group.state is not GroupState.COMPLETING_REBALANCE or group.generation != generation:
+            return  # the group moved on while the assignment was written
+        if error != NONE:
+            for m in group.members.values():
+                m.assignment = b""
+                self._finish_futures(m, error)
+            self._prepare_rebalance(group)
+            return
+        self._set_state(group, GroupState.STABLE)
+        for m in group.members.values():
+            if m.sync_future is not None and not m.sync_future.done():
+                m.sync_future.set_result(self._sync_result(group, m))
+            m.sync_future = None
+
+    # ---------------------------------------------------------------- Heartbeat / Leave
+
+    def heartbeat(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> int:
+        group = self.groups.get(group_id)
+        if group is None:
+            return int(E.unknown_member_id)
+        if group.state is GroupState.DEAD:
+            return int(E.coordinator_not_available)
+        if self._is_fenced(group, member_id, instance_id):
+            return int(E.fenced_instance_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return int(E.unknown_member_id)
+        if generation != group.generation:
+            return int(E.illegal_generation)
+        if group.state is GroupState.EMPTY:
+            return int(E.unknown_member_id)
+        self._reset_session(group, member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return int(E.rebalance_in_progress)
+        return NONE
+
+    def leave_group(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return NONE, [(m, i, int(E.unknown_member_id)) for m, i in leaving]
+        if group.state is GroupState.DEAD:
+            return int(E.coordinator_not_available), []
+        results = []
+        for member_id, instance_id in leaving:
+            results.append((member_id, instance_id, self._leave_one(group, member_id, instance_id)))
+        return NONE, results
+
+    def _leave_one(self, group: Group, member_id: str, instance_id: str | None) -> int:
+        if not member_id and instance_id is not None:
+            member_id = group.static_members.get(instance_id, "")
+            if not member_id:
+                return int(E.unknown_member_id)
+        elif self._is_fenced(group, member_id, instance_id):
+            return int(E.fenced_instance_id)
+        if member_id in group.pending_members:
+            handle = group.pending_members.pop(member_id)
+            if handle is not None:
+                handle.cancel()
+            if group.state is GroupState.PREPARING_REBALANCE:
+                self._try_complete_join(group)
+            return NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return int(E.unknown_member_id)
+        log.info("group %s: member %s left", group.group_id, member_id)
+        self._remove_member_and_update(group, member, "member left")
+        return NONE
+
+    # ---------------------------------------------------------------- offsets
+
+    def _check_commit(
+        self, group: Group, generation: int, member_id: str, instance_id: str | None
+    ) -> int:
+        if group.state is GroupState.DEAD:
+            return int(E.coordinator_not_available)
+        if self._is_fenced(group, member_id, instance_id):
+            return int(E.fenced_instance_id)
+        if generation < 0 and group.state is GroupState.EMPTY:
+            return NONE  # a commit from outside group management (manual assignment)
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return int(E.rebalance_in_progress)
+        member = group.members.get(member_id)
+        if member is None:
+            return int(E.unknown_member_id)
+        if generation != group.generation:
+            return int(E.illegal_generation)
+        self._reset_session(group, member)
+        return NONE
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        commits: list[CommitRequest],
+    ) -> list[int]:
+        """One error code per commit, in order."""
+        if not group_id:
+            return [int(E.invalid_group_id)] * len(commits)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return [int(E.illegal_generation)] * len(commits)
+            group = self._get_or_create(group_id)
+        error = self._check_commit(group, generation, member_id, instance_id)
+        if error != NONE:
+            return [error] * len(commits)
+        now = self._now_ms()
+        errors: list[int] = []
+        records: list[Record] = []
+        accepted: list[tuple[tuple[str, int], OffsetValue]] = []
+        for c in commits:
+            count = self._topic_partitions(c.topic)
+            if count is None or not 0 <= c.partition < count:
+                errors.append(int(E.unknown_topic_or_partition))
+                continue
+            metadata = c.metadata or ""
+            if len(metadata.encode()) > self.max_metadata_bytes:
+                errors.append(int(E.offset_metadata_too_large))
+                continue
+            value = OffsetValue(c.offset, c.leader_epoch, metadata, now)
+            records.append(
+                (encode_key(OffsetKey(group_id, c.topic, c.partition)), encode_offset_value(value))
+            )
+            accepted.append(((c.topic, c.partition), value))
+            errors.append(NONE)
+        if not records:
+            return errors
+        try:
+            last = await self.store.write(group_id, records)
+        except Exception:
+            log.exception("group %s: failed to write offsets", group_id)
+            return [int(E.coordinator_not_available) if e == NONE else e for e in errors]
+        first = last - len(records) + 1
+        group = self.groups.get(group_id)
+        if group is not None:
+            for i, (tp, value) in enumerate(accepted):
+                position = first + i
+                # Two concurrent commits may finish their fsync out of order; the log decides.
+                if group.offset_positions.get(tp, -1) < position:
+                    group.offsets[tp] = value
+                    group.offset_positions[tp] = position
+        return errors
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> tuple[int, list[FetchedOffset]]:
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if topics is None:
+            return NONE, [
+                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata)
+                for (t, p), v in sorted(offsets.items())
+            ]
+        out = []
+        for topic, partitions in topics:
+            for p in partitions:
+                v = offsets.get((topic, p))
+                if v is None:
+                    out.append(FetchedOffset(topic, p, -1, -1, ""))
+                else:
+                    out.append(FetchedOffset(topic, p, v.offset, v.leader_epoch, v.metadata))
+        return NONE, out
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, list[int]]:
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return int(E.group_id_not_found), []
+        subscribed: set[str] = set()
+        if not group.is_empty():
+            if group.protocol_type != "consumer":
+                return int(E.non_empty_group), []
+            subscribed = group.subscribed_topics() or set()
+        errors = []
+        records: list[Record] = []
+        for topic, p in partitions:
+            if topic in subscribed:
+                errors.append(int(E.group_subscribed_to_topic))
+                continue
+            if self._topic_partitions(topic) is None:
+                errors.append(int(E.unknown_topic_or_partition))
+                continue
+            errors.append(NONE)
+            if (topic, p) in group.offsets:
+                records.append((encode_key(OffsetKey(group_id, topic, p)), None))
+                del group.offsets[(topic, p)]
+                group.offset_positions.pop((topic, p), None)
+        if records:
+            await self.store.write(group_id, records)
+        return NONE, errors
+
+    def on_topic_deleted(self, topic: str) -> asyncio.Task[None] | None:
+        """Forget every group's offsets of a deleted topic, and tombstone them."""
+        writes: dict[str, list[Record]] = {}
+        for group in self.groups.values():
+            for tp in [tp for tp in group.offsets if tp[0] == topic]:
+                del group.offsets[tp]
+                group.offset_positions.pop(tp, None)
+                key = encode_key(OffsetKey(group.group_id, tp[0], tp[1]))
+                writes.setdefault(group.group_id, []).append((key, None))
+        if not writes:
+            return None
+        return self._spawn(self._write_all(writes))
+
+    async def _write_all(self, writes: dict[str, list[Record]]) -> None:
+        for group_id, records in writes.items():
+            try:
+                await self.store.write(group_id, records)
+            except Exception:
+                log.exception("group %s: failed to write tombstones", group_id)
+
+    # ---------------------------------------------------------------- retention
+
+    def _schedule_retention(self) -> None:
+        if self.retention_check_ms <= 0 or not self._running:
+            return
+        loop = asyncio.get_running_loop()
+        self._retention_timer = loop.call_later(
+            self.retention_check_ms / 1000, self._expire_offsets
+        )
+
+    def _expire_offsets(self) -> None:
+        """Kafka's offsets.retention.minutes: offsets of an empty group expire."""
+        now = self._now_ms()
+        writes: dict[str, list[Record]] = {}
+        for group in list(self.groups.values()):
+            if group.state is not GroupState.EMPTY:
+                continue
+            for tp, v in list(group.offsets.items()):
+                if v.commit_timestamp >= 0 and v.commit_timestamp + self.retention_ms < now:
+                    del group.offsets[tp]
+                    group.offset_positions.pop(tp, None)
+                    key = encode_key(OffsetKey(group.group_id, tp[0], tp[1]))
+                    writes.setdefault(group.group_id, []).append((key, None))
+            if not group.offsets and group.group_id in writes:
+                writes[group.group_id].append((encode_key(GroupKey(group.group_id)), None))
+                group.state = GroupState.DEAD
+                del self.groups[group.group_id]
+        if writes:
+            self._spawn(self._write_all(writes))
+        self._schedule_retention()
+
+    # ---------------------------------------------------------------- admin
+
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[tuple[str, str, str]]:
+        """(group_id, protocol_type, state) of every live group, filtered like Kafka."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and "classic" not in wanted_types:
+            return []
+        return [
+            (g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.groups.values()
+            if g.state is not GroupState.DEAD
+            and (not wanted_states or g.state.value.lower() in wanted_states)
+        ]
+
+    def describe_group(self, group_id: str) -> GroupSummary:
+        group = self.groups.get(group_id)
+        if group is None:
+            return GroupSummary(group_id, NONE, GroupState.DEAD.value, "", "", [])
+        stable = group.state is GroupState.STABLE
+        protocol = group.protocol or ""
+        return GroupSummary(
+            group_id,
+            NONE,
+            group.state.value,
+            group.protocol_type or "",
+            protocol if stable else "",
+            [
+                MemberSummary(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata(protocol) if stable else b"",
+                    m.assignment if stable else b"",
+                )
+                for m in group.members.values()
+            ],
+        )
+
+    async def delete_groups(self, group_ids: list[str]) -> list[int]:
+        errors = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.state is GroupState.DEAD:
+                errors.append(int(E.group_id_not_found))
+                continue
+            if not group.is_empty() or group.state is not GroupState.EMPTY:
+                errors.append(int(E.non_empty_group))
+                continue
+            records: list[Record] = [
+                (encode_key(OffsetKey(group_id, t, p)), None) for t, p in group.offsets
+            ]
+            records.append((encode_key(GroupKey(group_id)), None))
+            self._cancel_timers(group)
+            group.state = GroupState.DEAD
+            del self.groups[group_id]
+            try:
+                await self.store.write(group_id, records)
+            except Exception:
+                log.exception("group %s: failed to write tombstones", group_id)
+                errors.append(int(E.coordinator_not_available))
+                continue
+            errors.append(NONE)
+        return errors
+
+    def __repr__(self) -> str:
+        return f"GroupCoordinator({len(self.groups)} groups)"

@@ -1,0 +1,94 @@
+"""The internal compacted topic __consumer_offsets as the group coordinator's store.
+
+A group's records all go to partition abs(javaHash(group)) % offsets.topic.num.partitions,
+so one group's history is one ordered log; a record's offset is its position there.
+Key and value formats are in chronik.coordinator.offsets_codec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from chronik.coordinator.offsets_codec import partition_for
+from chronik.records.batch import read_header
+from chronik.records.builder import Record, build_batch
+from chronik.records.reader import iter_batches, iter_records
+
+log = logging.getLogger(__name__)
+
+TOPIC = "__consumer_offsets"
+READ_CHUNK = 1 << 20
+
+
+class OffsetsTopic:
+    def __init__(self, broker: Any, config: Mapping[str, str]) -> None:
+        self.broker = broker
+        self.num_partitions = int(config.get("offsets.topic.num.partitions", "50"))
+        self.segment_bytes = config.get("offsets.topic.segment.bytes", str(100 * 1024 * 1024))
+        self._topic: Any = None
+        # Appends to one partition are serialized so positions match the order we assign.
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def _ensure_topic(self) -> Any:
+        if self._topic is not None:
+            return self._topic
+        catalog = self.broker.catalog
+        topic = catalog.get(TOPIC)
+        if topic is None:
+            created = catalog.create_topic(
+                TOPIC,
+                self.num_partitions,
+                {"cleanup.policy": "compact", "segment.bytes": self.segment_bytes},
+            )
+            if inspect.isawaitable(created):
+                created = await created
+            topic = catalog.get(TOPIC) or created
+        self._topic = topic
+        # An existing topic keeps its partition count, as in Kafka.
+        self.num_partitions = len(topic.partitions)
+        return topic
+
+    async def replay(self) -> list[tuple[bytes, bytes | None, int]]:
+        topic = await self._ensure_topic()
+        out: list[tuple[bytes, bytes | None, int]] = []
+        for plog in topic.partitions:
+            offset = plog.start_offset
+            while offset < plog.end_offset:
+                data = plog.read(offset, READ_CHUNK)
+                if inspect.isawaitable(data):
+                    data = await data
+                if not data:
+                    break
+                progressed = False
+                for pos, header in iter_batches(data):
+                    if header.last_offset < offset:
+                        continue
+                    progressed = True
+                    if not header.is_control:
+                        batch = bytes(data[pos : pos + header.size])
+                        for rec in iter_records(batch):
+                            if rec.offset >= offset and rec.key is not None:
+                                out.append((rec.key, rec.value, rec.offset))
+                    offset = header.last_offset + 1
+                if not progressed:
+                    log.warning("%s: cannot read past offset %d", TOPIC, offset)
+                    break
+        return out
+
+    async def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        topic = await self._ensure_topic()
+        index = partition_for(group_id, self.num_partitions)
+        plog = topic.partitions[index]
+        now = self.broker.now_ms()
+        batch = bytearray(build_batch([Record(now, k, v) for k, v in records]))
+        lock = self._locks.setdefault(index, asyncio.Lock())
+        async with lock:
+            result = plog.append(batch, read_header(batch), now)
+            if inspect.isawaitable(result):
+                result = await result
+        await self.broker.committer.sync(plog)
+        return int(result.last_offset)
