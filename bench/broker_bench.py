@@ -1,0 +1,264 @@
+"""Produce/consume throughput and produce latency: chronik (on disk) side by side with Tansu
+(in memory), in one run, with the same confluent-kafka workloads.
+
+    python bench/broker_bench.py            # full run, a few minutes
+    python bench/broker_bench.py --quick    # smoke run, a few seconds per broker
+
+Prints a table with both brokers and the chronik/tansu ratio per row and writes
+the figures as JSON to bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import confluent_kafka
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from brokers import BROKERS, BrokerProcess, Tansu  # noqa: E402
+from results_table import render_table  # noqa: E402
+from workloads import (  # noqa: E402
+    consume_throughput,
+    create_topic,
+    produce_latency,
+    produce_throughput,
+)
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+TARGET_RECORDS_PER_S = 500_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    record_size: int = 100
+    produce_seconds: float = 8.0
+    produce_max_records: int = 4_000_000
+    produce_warmup: int = 100_000
+    latency_rate: int = 2_000
+    latency_seconds: float = 10.0
+    latency_warmup: int = 500
+
+
+QUICK = Settings(
+    produce_seconds=1.0,
+    produce_max_records=300_000,
+    produce_warmup=10_000,
+    latency_rate=500,
+    latency_seconds=1.0,
+    latency_warmup=50,
+)
+
+PRODUCE_CASES = [(1, "1"), (1, "all"), (6, "1"), (6, "all")]
+CONSUME_PARTITIONS = [1, 6]
+LATENCY_ACKS = ["1", "all"]
+
+
+def produce_topic(partitions: int, acks: str) -> str:
+    return f"bench-produce-{partitions}p-acks-{acks}"
+
+
+def plan(settings: Settings) -> list[tuple[str, Callable[[str], dict[str, object]]]]:
+    """(row id, workload taking a bootstrap address) in the order they run."""
+    size = settings.record_size
+    steps: list[tuple[str, Callable[[str], dict[str, object]]]] = []
+    produced: dict[str, dict[int, int]] = {}
+
+    for partitions, acks in PRODUCE_CASES:
+
+        def produce(bootstrap: str, partitions: int = partitions, acks: str = acks) -> dict:
+            topic = produce_topic(partitions, acks)
+            create_topic(bootstrap, topic, partitions)
+            result = produce_throughput(
+                bootstrap,
+                topic,
+                acks=acks,
+                record_size=size,
+                seconds=settings.produce_seconds,
+                max_records=settings.produce_max_records,
+                warmup_records=settings.produce_warmup,
+            )
+            produced.setdefault(bootstrap, {})[partitions] = result.records + result.warmup_records
+            return result.as_dict(size)
+
+        steps.append((f"produce-{partitions}p-acks-{acks}", produce))
+
+    for partitions in CONSUME_PARTITIONS:
+
+        def consume(bootstrap: str, partitions: int = partitions) -> dict:
+            expected = produced.get(bootstrap, {}).get(partitions)
+            if not expected:
+                raise RuntimeError("nothing was produced to read back")
+            topic = produce_topic(partitions, "1")
+            return consume_throughput(bootstrap, topic, partitions, expected).as_dict(size)
+
+        steps.append((f"consume-{partitions}p", consume))
+
+    for acks in LATENCY_ACKS:
+
+        def latency(bootstrap: str, acks: str = acks) -> dict:
+            topic = f"bench-latency-acks-{acks}"
+            create_topic(bootstrap, topic, 1)
+            return produce_latency(
+                bootstrap,
+                topic,
+                acks=acks,
+                record_size=size,
+                rate=settings.latency_rate,
+                seconds=settings.latency_seconds,
+                warmup_records=settings.latency_warmup,
+            ).as_dict(size)
+
+        steps.append((f"latency-1p-acks-{acks}", latency))
+    return steps
+
+
+def run_step(broker: BrokerProcess, step: Callable[[str], dict[str, object]]) -> dict[str, object]:
+    cpu_before = broker.cpu_seconds()
+    wall_before = time.perf_counter()
+    try:
+        row = step(broker.bootstrap)
+    except Exception as exc:  # a failing broker must not hide the other's figures
+        row = {"error": f"{type(exc).__name__}: {exc}"}
+        if broker.proc is not None and broker.proc.poll() is not None:
+            row["error"] += f" (broker exited {broker.proc.returncode})"
+    wall = time.perf_counter() - wall_before
+    row["broker_cpu_s"] = broker.cpu_seconds() - cpu_before
+    row["wall_s"] = wall
+    row["broker_cores"] = row["broker_cpu_s"] / wall if wall else 0.0
+    row["broker_rss_mb"] = broker.rss_mb()
+    return row
+
+
+def machine() -> dict[str, object]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "load_avg_at_start": os.getloadavg(),
+    }
+
+
+def target_line(results: dict[str, dict[str, dict]]) -> str:
+    chronik = results.get("chronik", {})
+    parts = []
+    for acks in ("1", "all"):
+        rate = chronik.get(f"produce-1p-acks-{acks}", {}).get("records_per_s")
+        if rate:
+            verdict = "met" if rate >= TARGET_RECORDS_PER_S else "not met"
+            share = rate / TARGET_RECORDS_PER_S
+            parts.append(f"acks={acks}: {rate:,.0f} records/s ({share:.0%} of target, {verdict})")
+    if not parts:
+        return "target 500,000 records/s at 1 partition: no chronik figure"
+    return "target 500,000 records/s at 1 partition, chronik " + "; ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few seconds per broker")
+    parser.add_argument(
+        "--brokers", default="chronik,tansu", help="comma-separated subset of chronik,tansu"
+    )
+    parser.add_argument("--output", type=Path, help="JSON file (default: bench/results/...)")
+    parser.add_argument("--produce-seconds", type=float, help="override produce run length")
+    args = parser.parse_args(argv)
+
+    settings = QUICK if args.quick else Settings()
+    if args.produce_seconds:
+        settings = Settings(**{**settings.__dict__, "produce_seconds": args.produce_seconds})
+    names = [n.strip() for n in args.brokers.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BROKERS]
+    if unknown:
+        parser.error(f"unknown broker(s): {', '.join(unknown)}")
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    brokers: dict[str, BrokerProcess] = {}
+    storage: dict[str, str] = {}
+    results: dict[str, dict[str, dict]] = {name: {} for name in names}
+    startup_errors: dict[str, str] = {}
+    started = time.time()
+    try:
+        for name in names:
+            broker = BROKERS[name]()
+            storage[name] = broker.storage
+            try:
+                broker.start()
+                brokers[name] = broker
+                print(f"{name} listening on {broker.bootstrap} ({broker.storage})", flush=True)
+            except Exception as exc:
+                startup_errors[name] = str(exc)
+                print(f"{name} failed to start: {exc}", file=sys.stderr, flush=True)
+                broker.stop()
+
+        for index, (row_id, step) in enumerate(plan(settings)):
+            # Alternate which broker goes first so drifting machine load hits both alike.
+            order = list(brokers.items())
+            if index % 2:
+                order.reverse()
+            for name, broker in order:
+                row = run_step(broker, step)
+                results[name][row_id] = row
+                shown = row.get("error") or f"{row.get('records_per_s', row.get('p50_ms')):,.1f}"
+                print(f"  {row_id:<22} {name:<8} {shown}", flush=True)
+    finally:
+        versions = {
+            name: (b.version() if isinstance(b, Tansu) else "") for name, b in brokers.items()
+        }
+        for broker in brokers.values():
+            broker.stop()
+
+    report = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "mode": "quick" if args.quick else "full",
+        "settings": settings.__dict__,
+        "machine": machine(),
+        "brokers": {
+            name: {
+                "storage": storage.get(name),
+                "version": versions.get(name, ""),
+                "startup_error": startup_errors.get(name),
+            }
+            for name in names
+        },
+        "results": results,
+        "target_records_per_s": TARGET_RECORDS_PER_S,
+    }
+    output = args.output or RESULTS_DIR / time.strftime(
+        f"broker-bench-%Y%m%d-%H%M%S{'-quick' if args.quick else ''}.json", time.gmtime(started)
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+
+    print()
+    print(render_table(results, names, settings.latency_rate))
+    print()
+    print(target_line(results))
+    print(f"JSON: {output}")
+    failed = startup_errors or any(
+        "error" in row for rows in results.values() for row in rows.values()
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

