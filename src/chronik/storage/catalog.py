@@ -1,0 +1,248 @@
+# The topics on disk. Layout under the data directory:
+#   {topic}-{partition}/     one partition log each (chronik.storage.partition_log)
+#   .meta/{topic}.json       {"name": str, "topic_id": uuid str, "partitions": int,
+#                             "configs": {topic config overrides}}, replaced atomically
+#                             (write tmp, fsync, rename, fsync dir)
+# The .meta file is the truth: a partition directory without one (a deletion cut short
+# by a crash) is removed at load.
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chronik.storage.config import LogConfig, validate_topic_configs
+from chronik.storage.errors import (
+    InvalidPartitions,
+    InvalidTopicName,
+    TopicExists,
+    UnknownTopicOrPartition,
+)
+from chronik.storage.partition_log import PartitionLog
+
+META_DIR = ".meta"
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rule: 1..249 of [a-zA-Z0-9._-], and not "." or ".."."""
+    if not name:
+        raise InvalidTopicName("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicName("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopicName(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+        )
+    if not _LEGAL.match(name):
+        raise InvalidTopicName(
+            f"Topic name {name} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    log_config: LogConfig
+    partitions: list[PartitionLog] = field(default_factory=list)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+class Catalog:
+    def __init__(self, data_dir: Path, broker_configs: Mapping[str, str] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.broker_configs: dict[str, str] = dict(broker_configs or {})
+        self.topics: dict[str, Topic] = {}
+        self._meta = self.data_dir / META_DIR
+
+    # -- load / close -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Open every topic's partitions (each recovers its own tail)."""
+        self._meta.mkdir(parents=True, exist_ok=True)
+        for tmp in self._meta.glob("*.tmp"):
+            tmp.unlink()
+        for path in sorted(self._meta.glob("*.json")):
+            meta = json.loads(path.read_text())
+            name = meta["name"]
+            log_config = LogConfig.from_configs(self.broker_configs, meta["configs"])
+            topic = Topic(name, uuid.UUID(meta["topic_id"]), dict(meta["configs"]), log_config)
+            topic.partitions = [
+                PartitionLog.open(self._partition_dir(name, p), log_config)
+                for p in range(meta["partitions"])
+            ]
+            self.topics[name] = topic
+        self._remove_orphans()
+
+    def _remove_orphans(self) -> None:
+        for entry in self.data_dir.iterdir():
+            m = _PARTITION_DIR.match(entry.name)
+            if not m or not entry.is_dir():
+                continue
+            topic = self.topics.get(m.group(1))
+            if topic is None or int(m.group(2)) >= len(topic.partitions):
+                looks_like_log = any(entry.glob("*.log")) or not any(entry.iterdir())
+                if looks_like_log:
+                    shutil.rmtree(entry, ignore_errors=True)
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for log in topic.partitions:
+                log.close()
+
+    # -- queries --------------------------------------------------------------------------------
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def partition(self, name: str, partition: int) -> PartitionLog:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            raise UnknownTopicOrPartition(
+                f"This server does not host this topic-partition: {name}-{partition}"
+            )
+        return topic.partitions[partition]
+
+    def _partition_dir(self, name: str, partition: int) -> Path:
+        return self.data_dir / f"{name}-{partition}"
+
+    # -- changes --------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+        topic_id: uuid.UUID | None = None,
+    ) -> Topic:
+        configs = dict(configs or {})
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicExists(f"Topic '{name}' already exists.")
+        for other in self.topics:
+            if _collision_key(other) == _collision_key(name):
+                raise InvalidTopicName(
+                    f"Topic '{name}' collides with existing topic: {other}"
+                )
+        if num_partitions <= 0:
+            raise InvalidPartitions("Number of partitions must be larger than 0.")
+        validate_topic_configs(configs)
+        log_config = LogConfig.from_configs(self.broker_configs, configs)
+        topic = Topic(name, topic_id or uuid.uuid4(), configs, log_config)
+        if validate_only:
+            return topic
+        self._meta.mkdir(parents=True, exist_ok=True)
+        for p in range(num_partitions):
+            path = self._partition_dir(name, p)
+            if path.exists():  # leftovers of an earlier topic of the same name
+                shutil.rmtree(path)
+            topic.partitions.append(PartitionLog.open(path, log_config))
+        self._write_meta(topic)
+        self.topics[name] = topic
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        meta = self._meta / f"{name}.json"
+        meta.unlink(missing_ok=True)
+        _fsync_dir(self._meta)
+        for log in topic.partitions:
+            log.delete()
+
+    def create_partitions(self, name: str, total: int, *, validate_only: bool = False) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if total <= current:
+            raise InvalidPartitions(
+                f"Topic currently has {current} partitions, {total} would not be an increase."
+            )
+        if validate_only:
+            return topic
+        for p in range(current, total):
+            path = self._partition_dir(name, p)
+            if path.exists():
+                shutil.rmtree(path)
+            topic.partitions.append(PartitionLog.open(path, topic.log_config))
+        self._write_meta(topic)
+        return topic
+
+    def alter_topic_configs(
+        self,
+        name: str,
+        set: Mapping[str, str] | None = None,  # noqa: A002 - the interface's name
+        delete: Iterable[str] = (),
+        *,
+        replace: bool = False,
+        validate_only: bool = False,
+    ) -> Topic:
+        """Incremental (set / delete) or, with ``replace``, the legacy AlterConfigs form
+        where ``set`` becomes the whole override map."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        new = {} if replace else dict(topic.configs)
+        new.update(set or {})
+        for key in delete:
+            new.pop(key, None)
+        validate_topic_configs(new)
+        log_config = LogConfig.from_configs(self.broker_configs, new)
+        if validate_only:
+            return topic
+        topic.configs = new
+        topic.log_config = log_config
+        for log in topic.partitions:
+            log.update_config(log_config)
+        self._write_meta(topic)
+        return topic
+
+    def update_broker_configs(self, configs: Mapping[str, str]) -> None:
+        """New broker settings apply to every topic that does not override them."""
+        self.broker_configs.update(configs)
+        for topic in self.topics.values():
+            topic.log_config = LogConfig.from_configs(self.broker_configs, topic.configs)
+            for log in topic.partitions:
+                log.update_config(topic.log_config)
+
+    def _write_meta(self, topic: Topic) -> None:
+        meta = {
+            "name": topic.name,
+            "topic_id": str(topic.topic_id),
+            "partitions": len(topic.partitions),
+            "configs": topic.configs,
+        }
+        path = self._meta / f"{topic.name}.json"
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(meta, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(self._meta)

@@ -1,0 +1,483 @@
+# One partition's log: a directory of segments (chronik.storage.segment), Kafka's layout:
+#   {topic}-{partition}/
+#     {base:020d}.log / .index / .timeindex   segments, ascending base offsets
+#     {offset:020d}.snapshot                  producer state (chronik.storage.producer_state)
+#     log-start-offset                        decimal log start offset, when DeleteRecords
+#                                             moved it inside the first segment
+#     .clean-shutdown                         present only between close() and open()
+#
+# Recovery at open: closed segments and their indexes are trusted (an index is rebuilt
+# only if missing or of a torn size). Unless the clean-shutdown marker is present, the
+# last segment's batches are all checked (header, CRC) and the file is cut at the first
+# torn or corrupt one; its indexes are rebuilt. Producer state comes from the newest
+# snapshot plus a header scan of the batches after it.
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from chronik.records.batch import (
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    read_header,
+    set_log_append_time,
+    stamp_base_offset,
+)
+from chronik.records.reader import iter_records
+from chronik.storage.config import LogConfig
+from chronik.storage.errors import OffsetOutOfRange
+from chronik.storage.producer_state import ProducerStateManager
+from chronik.storage.segment import LogSegment
+
+CLEAN_SHUTDOWN = ".clean-shutdown"
+LOG_START_FILE = "log-start-offset"
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+_READ_HINTS = 16
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 for CreateTime topics
+    log_start_offset: int
+    duplicate: bool = False
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.directory = directory
+        self.config = config
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._start_offset = 0
+        self._end_offset = 0
+        self._closed_size = 0  # bytes in closed segments
+        self.producer_state = ProducerStateManager(directory)
+        self._unflushed_messages = 0
+        self._first_unflushed_ms: int | None = None
+        # Group commit bookkeeping: appends are numbered; durable_seq is the highest one
+        # known to be on disk.
+        self.append_seq = 0
+        self.durable_seq = 0
+        self.recovered_bytes_truncated = 0
+        self._read_hints: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
+        self.closed = False
+
+    # -- open / close ---------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, now_ms: int | None = None) -> PartitionLog:
+        now_ms = _now_ms() if now_ms is None else now_ms
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config)
+        marker = directory / CLEAN_SHUTDOWN
+        clean = marker.exists()
+        for tmp in directory.glob("*.tmp"):
+            tmp.unlink()
+        for cleaned in directory.glob("*.cleaned"):
+            cleaned.unlink()
+        bases = sorted(
+            int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit()
+        )
+        interval = config.index_interval_bytes
+        if not bases:
+            seg = LogSegment.create(directory, 0, interval, now_ms)
+            log._set_segments([seg])
+            log._end_offset = 0
+        else:
+            closed = [LogSegment.open_closed(directory, b, interval) for b in bases[:-1]]
+            active, next_offset, truncated = LogSegment.open_active(
+                directory, bases[-1], interval, clean=clean, now_ms=now_ms
+            )
+            log._set_segments([*closed, active])
+            log._end_offset = next_offset
+            log.recovered_bytes_truncated = truncated
+        log._start_offset = log._bases[0]
+        start_file = directory / LOG_START_FILE
+        if start_file.exists():
+            try:
+                saved = int(start_file.read_text().strip())
+                log._start_offset = min(max(saved, log._start_offset), log._end_offset)
+            except ValueError:
+                pass
+        log._recover_producer_state()
+        if clean:
+            # Gone before any new write, so a crash from here on is seen as unclean.
+            marker.unlink()
+            _fsync_dir(directory)
+        return log
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._closed_size = sum(s.size for s in segments[:-1])
+        self._read_hints.clear()
+
+    def _recover_producer_state(self) -> None:
+        snap = self.producer_state.load_latest(self._end_offset)
+        from_offset = max(snap, self._bases[0]) if snap >= 0 else self._bases[0]
+        if from_offset >= self._end_offset:
+            return
+        i = max(0, bisect_right(self._bases, from_offset) - 1)
+        for seg in self.segments[i:]:
+            found = seg.find(from_offset) if seg.base_offset <= from_offset else None
+            start = found[0] if found else 0
+            self.producer_state.replay(
+                h for _, h in seg.headers_from(start) if h.base_offset >= from_offset
+            )
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.flush()
+        self.active.flush_indexes()
+        self.producer_state.take_snapshot(self._end_offset)
+        self.producer_state.delete_snapshots_below(self._end_offset)
+        for seg in self.segments:
+            seg.close()
+        marker = self.directory / CLEAN_SHUTDOWN
+        marker.touch()
+        _fsync_dir(self.directory)
+        self.closed = True
+
+    def delete(self) -> None:
+        if not self.closed:
+            for seg in self.segments:
+                seg.close()
+            self.closed = True
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def start_offset(self) -> int:
+        return self._start_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._end_offset
+
+    high_watermark = end_offset
+    last_stable_offset = end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._closed_size + self.active.size
+
+    @property
+    def dirty(self) -> bool:
+        return self.durable_seq < self.append_seq
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for seg in self.segments:
+            seg.index_interval_bytes = config.index_interval_bytes
+
+    # -- append -----------------------------------------------------------------------------
+    def append(self, batch: bytearray, header: BatchHeader, now_ms: int) -> AppendResult:
+        """Append one validated client batch: idempotence check, roll if due, stamp the
+        base offset (and LogAppendTime), one write. No fsync unless flush.messages says."""
+        if header.producer_id >= 0:
+            duplicate = self.producer_state.check(header)
+            if duplicate is not None:
+                return AppendResult(
+                    duplicate.first_offset, duplicate.last_offset, -1, self._start_offset, True
+                )
+        base = self._end_offset
+        last = base + header.last_offset_delta
+        seg = self.active
+        if self._should_roll(seg, len(batch), header, last):
+            seg = self.roll(now_ms)
+        stamp_base_offset(batch, base)
+        append_time = -1
+        if self.config.log_append_time:
+            set_log_append_time(batch, now_ms)
+            append_time = now_ms
+            header = header._replace(
+                attributes=header.attributes | TIMESTAMP_TYPE_BIT, max_timestamp=now_ms
+            )
+        header = header._replace(base_offset=base)
+        seg.append(batch, header)
+        self._end_offset = last + 1
+        self.append_seq += 1
+        if header.producer_id >= 0:
+            self.producer_state.update(header, base, now_ms)
+        self._unflushed_messages += header.records_count
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now_ms
+        if self._unflushed_messages >= self.config.flush_interval_messages:
+            self.flush()
+        return AppendResult(base, last, append_time, self._start_offset)
+
+    # Internal writers (the group coordinator) append batches they built the same way.
+    append_batch_bytes = append
+
+    def _should_roll(self, seg: LogSegment, size: int, header: BatchHeader, last: int) -> bool:
+        if seg.size == 0:
+            return False
+        cfg = self.config
+        if seg.size + size > cfg.segment_bytes:
+            return True
+        if seg.index.size_bytes + 8 > cfg.segment_index_bytes:
+            return True
+        if seg.time_index.size_bytes + 12 > cfg.segment_index_bytes:
+            return True
+        if last - seg.base_offset > _MAX_RELATIVE_OFFSET:
+            return True
+        # Kafka's timeWaitedForRoll: measured in record time from the segment's first batch.
+        first = seg.first_batch_timestamp
+        waited = header.max_timestamp - first if first is not None and first >= 0 else -1
+        if waited < 0:
+            waited = _now_ms() - seg.created_ms
+        return waited > cfg.segment_ms
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Close the active segment (fsynced) and start a new one at end_offset."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        old = self.active
+        if old.size == 0:
+            return old
+        old.seal()
+        seg = LogSegment.create(self.directory, self._end_offset, self.config.index_interval_bytes,
+                                now_ms)
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._closed_size += old.size
+        self.producer_state.take_snapshot(self._end_offset)
+        self.producer_state.delete_snapshots_below(self._end_offset)
+        _fsync_dir(self.directory)
+        # Everything before the roll is now on disk.
+        self.durable_seq = self.append_seq
+        self._unflushed_messages = 0
+        self._first_unflushed_ms = None
+        return seg
+
+    # -- durability -------------------------------------------------------------------------
+    def flush(self) -> None:
+        seq = self.append_seq
+        self.active.flush()
+        self.durable_seq = max(self.durable_seq, seq)
+        self._unflushed_messages = 0
+        self._first_unflushed_ms = None
+
+    def sync_target(self) -> tuple[int, LogSegment]:
+        """What an fsync started now covers, and the segment to fsync (group commit)."""
+        return self.append_seq, self.active
+
+    def mark_durable(self, seq: int) -> None:
+        if seq > self.durable_seq:
+            self.durable_seq = seq
+        if self.durable_seq >= self.append_seq:
+            self._unflushed_messages = 0
+            self._first_unflushed_ms = None
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """fsync if unflushed data is older than flush.ms (for a periodic broker task)."""
+        first = self._first_unflushed_ms
+        if first is not None and now_ms - first >= self.config.flush_interval_ms:
+            self.flush()
+            return True
+        return False
+
+    # -- read -------------------------------------------------------------------------------
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` but at least
+        one batch (KIP-74), from a single segment, in one pread."""
+        end = self._end_offset
+        if offset == end:
+            return b""
+        if offset < self._start_offset or offset > end:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self._start_offset}, {end}]"
+            )
+        hint = self._read_hints.pop(offset, None)
+        if hint is not None and hint[0] in self.segments and hint[1] < hint[0].size:
+            seg, pos = hint
+        else:
+            found = self._locate(offset)
+            if found is None:
+                return b""
+            seg, pos = found
+        stop = seg.whole_batches_end(pos, pos + max(max_bytes, 0))
+        if stop == pos:
+            stop = pos + next(seg.headers_from(pos))[1].size
+        if stop + HEADER_SIZE <= seg.size:
+            # Read the next batch's header with the data: it names where the next
+            # sequential fetch starts, which then skips the index lookup.
+            buf = seg.read(pos, stop - pos + HEADER_SIZE)
+            next_base = read_header(buf, stop - pos).base_offset
+            self._read_hints[next_base] = (seg, stop)
+            while len(self._read_hints) > _READ_HINTS:
+                self._read_hints.popitem(last=False)
+            return buf[: stop - pos]
+        return seg.read(pos, stop - pos)
+
+    def _locate(self, offset: int) -> tuple[LogSegment, int] | None:
+        i = self._segment_index(offset)
+        for seg in self.segments[i:]:
+            found = seg.find(offset)
+            if found is not None:
+                return seg, found[0]
+        return None
+
+    def batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, position, header) of every batch from the one holding ``offset``."""
+        i = self._segment_index(offset)
+        for seg in list(self.segments[i:]):
+            start = 0
+            if seg.base_offset <= offset:
+                found = seg.find(offset)
+                if found is None:
+                    continue
+                start = found[0]
+            for pos, header in seg.headers_from(start):
+                yield seg, pos, header
+
+    # -- timestamps -------------------------------------------------------------------------
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record with timestamp >= ``timestamp_ms`` at or
+        after the log start offset; None if there is none (ListOffsets by timestamp)."""
+        for seg in self.segments:
+            if seg.size == 0 or seg.max_timestamp < timestamp_ms:
+                continue
+            _, ts_offset = seg.time_index.lookup(timestamp_ms)
+            _, start = seg.index.lookup(max(ts_offset, self._start_offset))
+            for pos, header in seg.headers_from(start):
+                if header.max_timestamp < timestamp_ms or header.last_offset < self._start_offset:
+                    continue
+                batch = seg.read(pos, header.size)
+                for rec in iter_records(batch):
+                    if rec.timestamp >= timestamp_ms and rec.offset >= self._start_offset:
+                        return rec.offset, rec.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(largest timestamp, offset of the first record carrying it), (-1, -1) when empty
+        (ListOffsets MAX_TIMESTAMP, -3)."""
+        best_ts, best_last = -1, -1
+        for seg in self.segments:
+            if seg.size and seg.max_timestamp > best_ts:
+                best_ts, best_last = seg.max_timestamp, seg.offset_of_max_timestamp
+        if best_ts < 0 or best_last < self._start_offset:
+            return -1, -1
+        seg = self.segments[self._segment_index(best_last)]
+        found = seg.find(best_last)
+        if found is None:
+            return best_ts, best_last
+        pos, header = found
+        for rec in iter_records(seg.read(pos, header.size)):
+            if rec.timestamp == best_ts:
+                return best_ts, rec.offset
+        return best_ts, best_last
+
+    # -- retention --------------------------------------------------------------------------
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention.ms (by their largest timestamp) or beyond
+        retention.bytes, and any wholly below the log start offset. Returns how many."""
+        cfg = self.config
+        doomed = 0
+        # Segments entirely below the log start offset (DeleteRecords) go in any case.
+        while doomed < len(self.segments) - 1 and self._bases[doomed + 1] <= self._start_offset:
+            doomed += 1
+        if cfg.delete:
+            if cfg.retention_ms >= 0:
+                while (
+                    doomed < len(self.segments) - 1
+                    and now_ms - self.segments[doomed].max_timestamp > cfg.retention_ms
+                ):
+                    doomed += 1
+                active = self.active
+                if (
+                    doomed == len(self.segments) - 1
+                    and active.size
+                    and now_ms - active.max_timestamp > cfg.retention_ms
+                ):
+                    self.roll(now_ms)  # Kafka rolls an expired active segment to delete it
+                    doomed += 1
+            if cfg.retention_bytes >= 0:
+                excess = self.size_bytes - cfg.retention_bytes
+                excess -= sum(s.size for s in self.segments[:doomed])
+                while doomed < len(self.segments) - 1 and excess - self.segments[doomed].size >= 0:
+                    excess -= self.segments[doomed].size
+                    doomed += 1
+        if doomed:
+            self._delete_oldest(doomed)
+        self.producer_state.expire(now_ms, cfg.producer_id_expiration_ms)
+        return doomed
+
+    def _delete_oldest(self, count: int) -> None:
+        gone = self.segments[:count]
+        self._set_segments(self.segments[count:])
+        new_start = self._bases[0]
+        if new_start > self._start_offset:
+            self._start_offset = new_start
+            self._save_start_offset()
+        for seg in gone:
+            seg.delete()
+        self.producer_state.delete_snapshots_below(self._start_offset)
+
+    def delete_records(self, before_offset: int) -> int:
+        """Advance the log start offset (DeleteRecords); -1 means the end offset."""
+        if before_offset == -1:
+            before_offset = self._end_offset
+        if before_offset < 0 or before_offset > self._end_offset:
+            raise OffsetOutOfRange(
+                f"offset {before_offset} is outside [{self._start_offset}, {self._end_offset}]"
+            )
+        if before_offset > self._start_offset:
+            self._start_offset = before_offset
+            self._save_start_offset()
+            if self._start_offset == self._end_offset and self.active.size:
+                self.roll()
+            doomed = 0
+            while (
+                doomed < len(self.segments) - 1 and self._bases[doomed + 1] <= self._start_offset
+            ):
+                doomed += 1
+            if doomed:
+                self._delete_oldest(doomed)
+        return self._start_offset
+
+    def _save_start_offset(self) -> None:
+        path = self.directory / LOG_START_FILE
+        tmp = path.with_name(LOG_START_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"{self._start_offset}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    # -- compaction support -----------------------------------------------------------------
+    def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
+        """Swap closed segments for their compacted versions (same offset range)."""
+        i = self.segments.index(old[0])
+        assert self.segments[i : i + len(old)] == old and self.active not in old
+        self._set_segments(self.segments[:i] + new + self.segments[i + len(old) :])

@@ -1,0 +1,313 @@
+# A log segment, Kafka's layout: in the partition directory, for base offset B,
+#   {B:020d}.log        record batches v2 back to back, as stored (baseOffset stamped)
+#   {B:020d}.index      offset index (chronik.storage.offset_index)
+#   {B:020d}.timeindex  time index (chronik.storage.time_index)
+# A segment's offsets run from B to the next segment's base offset (exclusive).
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from chronik.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_crc, read_header
+from chronik.storage.offset_index import OffsetIndex
+from chronik.storage.time_index import TimeIndex
+
+_SCAN_CHUNK = 64 * 1024
+_RECOVER_CHUNK = 4 * 1024 * 1024
+NO_TIMESTAMP = -1
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / segment_name(base_offset, ".log")
+        self.index = OffsetIndex(directory / segment_name(base_offset, ".index"), base_offset)
+        self.time_index = TimeIndex(
+            directory / segment_name(base_offset, ".timeindex"), base_offset
+        )
+        self._fd: int | None = None
+        self.size = 0
+        self.active = False
+        # Kept for the active segment; for a closed one read lazily from the time index.
+        self._max_timestamp: int | None = NO_TIMESTAMP
+        self._offset_of_max_timestamp = -1
+        self.first_batch_timestamp: int | None = None  # rolls by segment.ms count from it
+        self.created_ms = 0
+        self._bytes_since_index = 0
+
+    # -- opening ------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int
+    ) -> LogSegment:
+        seg = cls(directory, base_offset, index_interval_bytes)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        seg.index.open_active(reset=True)
+        seg.time_index.open_active(reset=True)
+        seg.active = True
+        seg.created_ms = now_ms
+        return seg
+
+    @classmethod
+    def open_closed(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int
+    ) -> LogSegment:
+        """A rolled segment: its indexes are trusted unless missing or of a torn size."""
+        seg = cls(directory, base_offset, index_interval_bytes)
+        seg.size = seg.log_path.stat().st_size
+        seg._max_timestamp = None
+        for idx in (seg.index, seg.time_index):
+            if not idx.path.exists() or idx.path.stat().st_size % idx.ENTRY.size:
+                seg.rebuild_indexes()
+                break
+        seg.index.open_closed()
+        seg.time_index.open_closed()
+        return seg
+
+    @classmethod
+    def open_active(
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        *,
+        clean: bool,
+        now_ms: int,
+    ) -> tuple[LogSegment, int, int]:
+        """The last segment. After a clean shutdown its indexes are loaded; otherwise every
+        batch is checked (header and CRC), the file is cut at the first bad one and the
+        indexes are rebuilt. Returns (segment, next offset, bytes truncated)."""
+        seg = cls(directory, base_offset, index_interval_bytes)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        seg.size = os.fstat(seg._fd).st_size
+        seg.active = True
+        seg.created_ms = int(os.fstat(seg._fd).st_mtime * 1000) if seg.size else now_ms
+        indexes_ok = all(
+            idx.path.exists() and idx.path.stat().st_size % idx.ENTRY.size == 0
+            for idx in (seg.index, seg.time_index)
+        )
+        if clean and indexes_ok:
+            seg.index.open_active(reset=False)
+            seg.time_index.open_active(reset=False)
+            next_offset = seg._load_tail()
+            return seg, next_offset, 0
+        seg.index.open_active(reset=True)
+        seg.time_index.open_active(reset=True)
+        next_offset, truncated = seg._recover()
+        return seg, next_offset, truncated
+
+    def _load_tail(self) -> int:
+        """Next offset and timestamps of a cleanly closed segment: scan from the last index
+        entry (at most index.interval.bytes of headers)."""
+        last_ts = self.time_index.last()
+        if last_ts is not None:
+            self._max_timestamp, self._offset_of_max_timestamp = last_ts
+        next_offset = self.base_offset
+        last_pos = 0
+        first = True
+        last_entry = self.index.last()
+        for pos, header in self.headers_from(last_entry[1] if last_entry else 0):
+            if first and pos == 0:
+                self.first_batch_timestamp = header.max_timestamp
+            first = False
+            next_offset = header.last_offset + 1
+            last_pos = pos
+            if header.max_timestamp > (self._max_timestamp or NO_TIMESTAMP):
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = header.last_offset
+        if self.first_batch_timestamp is None and self.size >= HEADER_SIZE:
+            self.first_batch_timestamp = self._first_header().max_timestamp
+        self._bytes_since_index = self.size - last_pos if self.size else 0
+        return next_offset
+
+    def _first_header(self) -> BatchHeader:
+        return read_header(os.pread(self.fd, HEADER_SIZE, 0))
+
+    def _recover(self) -> tuple[int, int]:
+        """Check every batch of the active segment; truncate at the first torn or corrupt one."""
+        assert self._fd is not None
+        valid_end = 0
+        next_offset = self.base_offset
+        buf = b""
+        buf_start = 0
+        self._bytes_since_index = 0
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = -1
+        while True:
+            rel = valid_end - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                chunk = os.pread(self._fd, _RECOVER_CHUNK, valid_end)
+                buf, buf_start, rel = chunk, valid_end, 0
+                if len(buf) < HEADER_SIZE:
+                    break
+            header = read_header(buf, rel)
+            if (
+                header.magic != 2
+                or header.batch_length < HEADER_SIZE - LOG_OVERHEAD
+                or header.base_offset < next_offset
+                or header.last_offset_delta < 0
+                or header.records_count < 0
+            ):
+                break
+            if rel + header.size > len(buf):
+                need = max(header.size, _RECOVER_CHUNK)
+                buf, buf_start, rel = os.pread(self._fd, need, valid_end), valid_end, 0
+                if len(buf) < header.size:
+                    break
+            if not check_crc(buf, header, rel):
+                break
+            self._index_batch(valid_end, header)
+            valid_end += header.size
+            next_offset = header.last_offset + 1
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            os.fsync(self._fd)
+        self.size = valid_end
+        if valid_end >= HEADER_SIZE:
+            self.first_batch_timestamp = self._first_header().max_timestamp
+        return next_offset, truncated
+
+    def rebuild_indexes(self) -> None:
+        """Rewrite both index files of a closed segment from its batch headers."""
+        self.index.close()
+        self.time_index.close()
+        self.index.open_active(reset=True)
+        self.time_index.open_active(reset=True)
+        self._bytes_since_index = 0
+        self._max_timestamp = NO_TIMESTAMP
+        for pos, header in self.headers_from(0):
+            self._index_batch(pos, header)
+        if self._max_timestamp is not None and self._max_timestamp >= 0:
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        self.index.seal()
+        self.time_index.seal()
+        self.index.open_closed()
+        self.time_index.open_closed()
+        self._max_timestamp = None
+
+    # -- writing ------------------------------------------------------------------------
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        if header.max_timestamp > (self._max_timestamp or NO_TIMESTAMP):
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.index.append(header.last_offset, position)
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+
+    def append(self, batch: bytes | bytearray, header: BatchHeader) -> int:
+        """Write one batch (baseOffset already stamped) with one write; returns its position."""
+        assert self._fd is not None
+        position = self.size
+        written = os.write(self._fd, batch)
+        while written < len(batch):  # a short write only on a full disk or a signal
+            written += os.write(self._fd, memoryview(batch)[written:])
+        self.size += written
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        self._index_batch(position, header)
+        return position
+
+    def seal(self) -> None:
+        """Rolled: the last time index entry records the largest timestamp, all is fsynced."""
+        assert self._fd is not None
+        if self._max_timestamp is not None and self._max_timestamp >= 0:
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        os.fsync(self._fd)
+        self.index.seal()
+        self.time_index.seal()
+        self.index.open_closed()
+        self.time_index.open_closed()
+        self.active = False
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fdatasync(self._fd)
+
+    def flush_indexes(self) -> None:
+        self.index.flush()
+        self.time_index.flush()
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDONLY)
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            path.unlink(missing_ok=True)
+
+    # -- reading ------------------------------------------------------------------------
+    @property
+    def max_timestamp(self) -> int:
+        if self._max_timestamp is None:
+            last = self.time_index.last()
+            self._max_timestamp, self._offset_of_max_timestamp = last if last else (-1, -1)
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        _ = self.max_timestamp
+        return self._offset_of_max_timestamp
+
+    def read(self, position: int, length: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def headers_from(
+        self, position: int, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``position``, reading headers in chunks."""
+        end = self.size if end is None else end
+        fd = self.fd
+        while position + HEADER_SIZE <= end:
+            buf = os.pread(fd, min(_SCAN_CHUNK, end - position), position)
+            off = 0
+            while off + HEADER_SIZE <= len(buf):
+                header = read_header(buf, off)
+                if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                    return
+                yield position + off, header
+                off += header.size
+            if off == 0:
+                return
+            position += off
+
+    def find(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= ``offset`` (the one holding it, or the
+        next one after a gap), via the offset index then a forward header scan."""
+        _, start = self.index.lookup(offset)
+        for pos, header in self.headers_from(start):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def whole_batches_end(self, start: int, limit: int) -> int:
+        """The end of the last whole batch that starts at ``start`` or later and ends at or
+        before ``limit`` (``start`` itself if even the first batch does not fit)."""
+        if limit >= self.size:
+            return self.size
+        _, from_pos = self.index.lookup_position(limit)
+        boundary = max(from_pos, start)
+        for pos, header in self.headers_from(boundary):
+            if pos + header.size > limit:
+                break
+            boundary = pos + header.size
+        return boundary

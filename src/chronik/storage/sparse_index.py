@@ -1,0 +1,155 @@
+"""A sparse, append-only index file of fixed-size big-endian entries, ordered by key.
+
+Shared by the offset index and the time index. While its segment is active the entries
+are also held in memory (a few per index.interval.bytes of log); once the segment is
+closed they are looked up with a binary search of pread calls, so memory does not grow
+with the data retained.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from bisect import bisect_right
+from pathlib import Path
+
+
+class SparseIndex:
+    ENTRY: struct.Struct
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._fd: int | None = None
+        self._keys: list[int] | None = None
+        self._values: list[int] | None = None
+        self._count = 0
+
+    # -- on-disk entry <-> (key, value) in absolute terms ---------------------------------
+    def _decode(self, raw: bytes) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _encode(self, key: int, value: int) -> bytes:
+        raise NotImplementedError
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def open_active(self, *, reset: bool) -> None:
+        """Hold the entries in memory and append to the file. ``reset`` empties it first;
+        otherwise the file is trusted and loaded (a whole number of entries)."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+        if reset:
+            flags |= os.O_TRUNC
+        self._fd = os.open(self.path, flags, 0o644)
+        self._keys, self._values = [], []
+        size = os.fstat(self._fd).st_size
+        esz = self.ENTRY.size
+        if size % esz:
+            os.ftruncate(self._fd, size - size % esz)
+            size -= size % esz
+        if size:
+            data = os.pread(self._fd, size, 0)
+            for i in range(0, size, esz):
+                k, v = self._decode(data[i : i + esz])
+                self._keys.append(k)
+                self._values.append(v)
+        self._count = len(self._keys)
+
+    def open_closed(self) -> None:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        self._count = size // self.ENTRY.size
+
+    def seal(self) -> None:
+        """The segment rolled: make the file durable and drop the in-memory entries."""
+        if self._fd is not None:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+        self._keys = self._values = None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._keys = self._values = None
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    @property
+    def entries(self) -> int:
+        return self._count
+
+    @property
+    def size_bytes(self) -> int:
+        return self._count * self.ENTRY.size
+
+    # -- writing (active only) -----------------------------------------------------------
+    def _append(self, key: int, value: int) -> None:
+        assert self._fd is not None and self._keys is not None and self._values is not None
+        os.write(self._fd, self._encode(key, value))
+        self._keys.append(key)
+        self._values.append(value)
+        self._count += 1
+
+    def last(self) -> tuple[int, int] | None:
+        if self._count == 0:
+            return None
+        if self._keys is not None and self._values is not None:
+            return self._keys[-1], self._values[-1]
+        return self._entry_on_disk(self._count - 1)
+
+    # -- lookup --------------------------------------------------------------------------
+    def floor(self, key: int) -> tuple[int, int] | None:
+        """The entry with the largest key <= ``key``, or None."""
+        if self._keys is not None and self._values is not None:
+            i = bisect_right(self._keys, key) - 1
+            return (self._keys[i], self._values[i]) if i >= 0 else None
+        if self._count == 0:
+            return None
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            lo, hi = 0, self._count - 1
+            found = None
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                entry = self._decode(os.pread(fd, self.ENTRY.size, mid * self.ENTRY.size))
+                if entry[0] <= key:
+                    found = entry
+                    lo = mid + 1
+                else:
+                    hi = mid - 1
+            return found
+        finally:
+            os.close(fd)
+
+    def floor_by_value(self, value: int) -> tuple[int, int] | None:
+        """The entry with the largest value <= ``value`` (values ascend too, e.g. positions)."""
+        if self._keys is not None and self._values is not None:
+            i = bisect_right(self._values, value) - 1
+            return (self._keys[i], self._values[i]) if i >= 0 else None
+        if self._count == 0:
+            return None
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            lo, hi = 0, self._count - 1
+            found = None
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                entry = self._decode(os.pread(fd, self.ENTRY.size, mid * self.ENTRY.size))
+                if entry[1] <= value:
+                    found = entry
+                    lo = mid + 1
+                else:
+                    hi = mid - 1
+            return found
+        finally:
+            os.close(fd)
+
+    def _entry_on_disk(self, i: int) -> tuple[int, int] | None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(i * self.ENTRY.size)
+                raw = f.read(self.ENTRY.size)
+        except FileNotFoundError:
+            return None
+        return self._decode(raw) if len(raw) == self.ENTRY.size else None
