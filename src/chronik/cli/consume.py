@@ -28,6 +28,8 @@ from chronik.cli.record_format import JsonFormat, TextFormat
 from chronik.cli.signals import stop_on_sigterm
 
 BATCH = 500
+# How long --timeout waits, on top, for a group to hand out partitions.
+JOIN_GRACE = 30.0
 FATAL_CODES = {
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._UNKNOWN_TOPIC,
@@ -94,16 +96,6 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     )
-    initial = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-    if args.partition is not None:
-        if start is None:
-            start = OFFSET_STORED if args.group else initial
-        consumer.assign([TopicPartition(args.topic, args.partition, start)])
-    elif args.group:
-        consumer.subscribe([args.topic])
-    else:
-        consumer.assign([TopicPartition(args.topic, p, initial) for p in partitions])
-
     formatter = (
         JsonFormat()
         if args.format == "json"
@@ -116,8 +108,18 @@ def run(args: argparse.Namespace) -> int:
             key_separator=unescape(args.key_separator).encode(),
         )
     )
+    printer = Printer(consumer, formatter, joining=bool(args.group and args.partition is None))
+    initial = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+    if args.partition is not None:
+        if start is None:
+            start = OFFSET_STORED if args.group else initial
+        consumer.assign([TopicPartition(args.topic, args.partition, start)])
+    elif args.group:
+        consumer.subscribe([args.topic], on_assign=printer.on_assign)
+    else:
+        consumer.assign([TopicPartition(args.topic, p, initial) for p in partitions])
+
     stop_on_sigterm()
-    printer = Printer(consumer, formatter)
     try:
         printer.run(args.max_messages, args.timeout)
     except KeyboardInterrupt:
@@ -161,20 +163,30 @@ def check_in_range(cluster: Cluster, topic: str, partition: int, offset: int) ->
 class Printer:
     """Writes records to stdout as they arrive; counts them for the closing line."""
 
-    def __init__(self, consumer: Consumer, formatter: TextFormat | JsonFormat) -> None:
+    def __init__(
+        self, consumer: Consumer, formatter: TextFormat | JsonFormat, joining: bool = False
+    ) -> None:
         self.consumer = consumer
         self.formatter = formatter
         self.count = 0
         self.warned: set[int] = set()
+        self.clock = time.monotonic()
+        self.joining = joining
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Joining a group can take seconds; --timeout measures idleness after that.
+        self.joining = False
+        self.clock = time.monotonic()
 
     def run(self, max_messages: int | None, idle_timeout: float | None) -> None:
         out = sys.stdout.buffer
-        last_seen = time.monotonic()
+        self.clock = time.monotonic()
         while max_messages is None or self.count < max_messages:
             wanted = BATCH if max_messages is None else min(BATCH, max_messages - self.count)
             wait = 0.5
             if idle_timeout is not None:
-                left = idle_timeout - (time.monotonic() - last_seen)
+                grace = JOIN_GRACE if self.joining else 0.0
+                left = idle_timeout + grace - (time.monotonic() - self.clock)
                 if left <= 0:
                     return
                 wait = min(wait, left)
@@ -189,7 +201,7 @@ class Printer:
             if printed:
                 out.flush()
                 self.count += printed
-                last_seen = time.monotonic()
+                self.clock = time.monotonic()
 
     def report(self, err: KafkaError) -> None:
         """Stop on errors that will not heal; warn once about ones that may."""
