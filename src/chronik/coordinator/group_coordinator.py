@@ -110,6 +110,12 @@ class GroupSummary:
     members: list[MemberSummary]
 
 
+def _config_values(broker: Any) -> dict[str, str]:
+    config = getattr(broker, "config", None)
+    values = getattr(config, "values", config)  # the broker's BrokerConfig, or a plain dict
+    return dict(values) if isinstance(values, Mapping) else {}
+
+
 class GroupCoordinator:
     def __init__(
         self,
@@ -118,7 +124,7 @@ class GroupCoordinator:
         topic_partitions: Callable[[str], int | None] | None = None,
     ) -> None:
         self.broker = broker
-        config: Mapping[str, str] = {**DEFAULTS, **dict(getattr(broker, "config", {}) or {})}
+        config: Mapping[str, str] = {**DEFAULTS, **_config_values(broker)}
         self.min_session_ms = int(config["group.min.session.timeout.ms"])
         self.max_session_ms = int(config["group.max.session.timeout.ms"])
         self.initial_delay_ms = int(config["group.initial.rebalance.delay.ms"])

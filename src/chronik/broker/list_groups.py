@@ -1,0 +1,29 @@
+"""ListGroups (API key 16), versions 0-5; v4 filters by state, v5 by group type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+
+API_KEY = 16
+VERSIONS = (0, 5)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    listed = ctx.broker.coordinator.list_groups(
+        getattr(request, "states_filter", ()) or (),
+        getattr(request, "types_filter", ()) or (),
+    )
+    groups = tuple(
+        ctx.build(
+            "ListedGroup",
+            group_id=group_id,
+            protocol_type=protocol_type,
+            group_state=state,
+            group_type="classic",
+        )
+        for group_id, protocol_type, state in listed
+    )
+    return ctx.build("ListGroupsResponse", throttle_time=0, error_code=errors.NONE, groups=groups)

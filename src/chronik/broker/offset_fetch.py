@@ -1,0 +1,71 @@
+"""OffsetFetch (API key 9), versions 1-9; v8+ asks for several groups at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.coordinator.group_coordinator import FetchedOffset
+
+API_KEY = 9
+VERSIONS = (1, 9)
+MULTI_GROUP_FROM = 8
+
+
+def _topics(ctx: RequestContext, fetched: list[FetchedOffset], topic_cls: str, part_cls: str):
+    by_topic: dict[str, list[FetchedOffset]] = {}
+    for f in fetched:
+        by_topic.setdefault(f.topic, []).append(f)
+    return tuple(
+        ctx.build(
+            topic_cls,
+            name=name,
+            partitions=tuple(
+                ctx.build(
+                    part_cls,
+                    partition_index=f.partition,
+                    committed_offset=f.offset,
+                    committed_leader_epoch=f.leader_epoch,
+                    metadata=f.metadata,
+                    error_code=f.error,
+                )
+                for f in offsets
+            ),
+        )
+        for name, offsets in by_topic.items()
+    )
+
+
+def _wanted(topics: Any) -> list[tuple[str, list[int]]] | None:
+    if topics is None:
+        return None
+    return [(t.name, list(t.partition_indexes)) for t in topics]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.coordinator
+    if ctx.api_version >= MULTI_GROUP_FROM:
+        groups = []
+        for g in request.groups:
+            code, fetched = coordinator.fetch_offsets(g.group_id, _wanted(g.topics))
+            groups.append(
+                ctx.build(
+                    "OffsetFetchResponseGroup",
+                    group_id=g.group_id,
+                    error_code=code,
+                    topics=_topics(
+                        ctx, fetched, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions"
+                    ),
+                )
+            )
+        return ctx.build("OffsetFetchResponse", throttle_time=0, groups=tuple(groups))
+    topics = request.topics
+    if ctx.api_version < 2 and not topics:
+        topics = ()  # v1 has no "all topics" form
+    code, fetched = coordinator.fetch_offsets(request.group_id, _wanted(topics))
+    return ctx.build(
+        "OffsetFetchResponse",
+        throttle_time=0,
+        error_code=code,
+        topics=_topics(ctx, fetched, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition"),
+    )
