@@ -1,0 +1,122 @@
+"""The sink log: what an exactly-once writer has written, kept in Kafka beside the data.
+
+One single-partition topic per sink, ``_chronik_sink.<sink id>``. Its records, JSON values:
+
+- key ``intent``: ``{"batch": N, "task": T, "ends": {"topic": {"0": off}}}``, written by a task
+  before it writes any row of batch N, with the target partitions' end offsets at that moment;
+- key ``commit``: ``{"batch": N}``, written by the driver once every task of batch N succeeded.
+
+Every row the sink writes carries the header ``chronik.sink`` = ``<sink id>/<batch>/<task>/<seq>``
+(seq: the row's position in the task's input). A replayed batch that is already committed
+writes nothing; a task whose earlier attempt left an intent first scans the target from the
+intent's offsets and skips the rows it finds there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from chronik.spark.arrow_read import read_range
+from chronik.spark.offsets import OffsetPlanner, from_json_offsets, to_json_offsets
+from chronik.spark.options import Subscription
+
+HEADER = "chronik.sink"
+_TAIL_CHUNK = 1024
+
+
+def log_topic(sink_id: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in sink_id)
+    return f"_chronik_sink.{safe}"[:249]
+
+
+@dataclass
+class SinkState:
+    last_commit: int = -1
+    intents: list[dict] = field(default_factory=list)  # intents written after the last commit
+
+
+def ensure_log(admin: AdminClient, topic: str, timeout_s: float = 30) -> None:
+    found = admin.list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
+    if found is not None and found.error is None:
+        return
+    futures = admin.create_topics(
+        [NewTopic(topic, 1, 1, config={"cleanup.policy": "delete"})], request_timeout=timeout_s
+    )
+    for f in futures.values():
+        try:
+            f.result()
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+
+
+def read_state(kafka: dict[str, str], topic: str) -> SinkState:
+    """Scan the log backwards from its end until the last commit record."""
+    conf = {"group.id": "chronik-sink-log", "enable.auto.commit": "false", **kafka}
+    conf["enable.partition.eof"] = "true"
+    probe = Consumer(conf)
+    try:
+        _, high = probe.get_watermark_offsets(KafkaTopicPartition(topic, 0), timeout=30)
+    finally:
+        probe.close()
+    state = SinkState()
+    end = high
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        rows = []
+        for batch in read_range(conf, topic, 0, start, end, fail_on_data_loss=False):
+            rows.extend(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist(),
+                            strict=True))
+        for key, value in reversed(rows):
+            record = json.loads(value)
+            if key == b"commit":
+                state.last_commit = record["batch"]
+                return state
+            state.intents.append(record)
+        end = start
+    return state
+
+
+def write_record(producer: Producer, topic: str, key: str, record: dict) -> None:
+    errors: list = []
+    producer.produce(
+        topic, key=key, value=json.dumps(record),
+        on_delivery=lambda err, _msg: err and errors.append(err),
+    )
+    producer.flush()
+    if errors:
+        raise KafkaException(errors[0])
+
+
+def intent(batch: int, task: int, ends: dict) -> dict:
+    return {"batch": batch, "task": task, "ends": to_json_offsets(ends)}
+
+
+def written_seqs(
+    kafka: dict[str, str], state: SinkState, marker: str, batch: int, task: int
+) -> set[int]:
+    """Seqs an earlier attempt of (batch, task) already wrote: scan from its intents' offsets."""
+    starts: dict = {}
+    for rec in state.intents:
+        if rec["batch"] == batch and rec["task"] == task:
+            for tp, off in from_json_offsets(rec["ends"]).items():
+                starts[tp] = min(off, starts.get(tp, off))
+    if not starts:
+        return set()
+    ends = OffsetPlanner(kafka, Subscription(topics=tuple({t for t, _ in starts}))).latest(starts)
+    conf = {"group.id": "chronik-sink-scan", "enable.auto.commit": "false", **kafka}
+    prefix = f"{marker}/{batch}/{task}/".encode()
+    seqs: set[int] = set()
+    for (topic, part), start in starts.items():
+        for rb in read_range(conf, topic, part, start, ends[(topic, part)], include_headers=True,
+                             fail_on_data_loss=False):
+            for headers in rb.column("headers").to_pylist():
+                for h in headers or ():
+                    if h["key"] == HEADER and h["value"].startswith(prefix):
+                        seqs.add(int(h["value"][len(prefix):]))
+    return seqs

@@ -1,0 +1,190 @@
+"""Spark writers of the ``chronik`` sink: rows in Spark's Kafka sink layout become records.
+
+Input columns as Spark's Kafka sink takes them: ``value`` (required), ``key``, ``topic``
+(unless the ``topic`` option is set, which wins), ``partition``, ``headers``.
+Streaming writes, and batch writes given ``sinkId`` + ``batchId`` options, are exactly-once per
+batch through the sink log (see ``sink_log``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from confluent_kafka import KafkaException, Producer
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from chronik.spark import sink_log
+from chronik.spark.offsets import OffsetPlanner, admin_client
+from chronik.spark.options import OptionError, Subscription, kafka_config
+
+_PRODUCER_DEFAULTS = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "linger.ms": "20",
+    "batch.size": str(1 << 20),
+    "queue.buffering.max.messages": "1000000",
+    "compression.type": "lz4",
+}
+
+
+@dataclass
+class WriteResult(WriterCommitMessage):
+    rows: int
+    skipped: int
+    sink_id: str | None = None
+
+
+def check_schema(schema: StructType, topic_option: str | None) -> None:
+    names = {f.name for f in schema.fields}
+    if "value" not in names:
+        raise OptionError("the data to write needs a 'value' column")
+    if topic_option is None and "topic" not in names:
+        raise OptionError("set the 'topic' option or give the data a 'topic' column")
+
+
+class _RowProducer:
+    def __init__(self, options: dict[str, str]):
+        self.kafka = kafka_config(options)
+        self.topic = options.get("topic")
+
+    def producer(self) -> Producer:
+        return Producer({**_PRODUCER_DEFAULTS, **self.kafka})
+
+    def produce_all(
+        self,
+        batches: list[pa.RecordBatch],
+        marker: str | None = None,
+        skip: frozenset[int] | set[int] = frozenset(),
+    ) -> tuple[int, int]:
+        """Produce every row; with a marker, tag each row and leave out the seqs in `skip`."""
+        producer = self.producer()
+        errors: list = []
+
+        def on_delivery(err, _msg) -> None:
+            if err is not None:
+                errors.append(err)
+
+        rows = skipped = seq = 0
+        for rb in batches:
+            cols = {name: rb.column(name).to_pylist() for name in rb.schema.names}
+            n = rb.num_rows
+            values = cols["value"]
+            keys = cols.get("key") or [None] * n
+            topics = [self.topic] * n if self.topic else cols["topic"]
+            parts = cols.get("partition") or [None] * n
+            headers = cols.get("headers") or [None] * n
+            for i in range(n):
+                if marker is not None and seq in skip:
+                    skipped += 1
+                    seq += 1
+                    continue
+                hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else []
+                if marker is not None:
+                    hdrs.append((sink_log.HEADER, f"{marker}/{seq}".encode()))
+                if topics[i] is None:
+                    raise OptionError("a row has a null topic and no 'topic' option is set")
+                kwargs = {"partition": parts[i]} if parts[i] is not None else {}
+                while True:
+                    try:
+                        producer.produce(
+                            topics[i], value=values[i], key=keys[i], headers=hdrs or None,
+                            on_delivery=on_delivery, **kwargs,
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                producer.poll(0)
+                rows += 1
+                seq += 1
+        remaining = producer.flush(120)
+        if errors:
+            raise KafkaException(errors[0])
+        if remaining:
+            raise TimeoutError(f"{remaining} records not delivered within 120s")
+        return rows, skipped
+
+    def target_ends(self, batches: list[pa.RecordBatch]) -> dict:
+        topics = {self.topic} if self.topic else {
+            t for rb in batches for t in rb.column("topic").unique().to_pylist() if t
+        }
+        planner = OffsetPlanner(self.kafka, Subscription(topics=tuple(sorted(topics))))
+        return planner.latest(planner.partitions()) if topics else {}
+
+
+def _exactly_once_write(
+    core: _RowProducer, iterator: Iterator[pa.RecordBatch], sink_id: str, batch: int, task: int
+) -> WriteResult:
+    topic = sink_log.log_topic(sink_id)
+    sink_log.ensure_log(admin_client(core.kafka), topic)
+    state = sink_log.read_state(core.kafka, topic)
+    if batch <= state.last_commit:
+        return WriteResult(0, sum(rb.num_rows for rb in iterator), sink_id)
+    batches = list(iterator)
+    skip = sink_log.written_seqs(core.kafka, state, sink_id, batch, task)
+    producer = core.producer()
+    sink_log.write_record(
+        producer, topic, "intent", sink_log.intent(batch, task, core.target_ends(batches))
+    )
+    rows, skipped = core.produce_all(batches, marker=f"{sink_id}/{batch}/{task}", skip=skip)
+    return WriteResult(rows, skipped, sink_id)
+
+
+def _commit(core: _RowProducer, sink_id: str, batch: int) -> None:
+    sink_log.write_record(core.producer(), sink_log.log_topic(sink_id), "commit", {"batch": batch})
+
+
+class BatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: dict[str, str], schema: StructType):
+        self.core = _RowProducer(options)
+        check_schema(schema, self.core.topic)
+        self.sink_id = options.get("sinkId")
+        batch = options.get("batchId")
+        if (self.sink_id is None) != (batch is None):
+            raise OptionError("options 'sinkId' and 'batchId' go together")
+        self.batch = int(batch) if batch is not None else None
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        if self.sink_id is None:
+            rows, _ = self.core.produce_all(list(iterator))
+            return WriteResult(rows, 0)
+        from pyspark import TaskContext
+
+        task = TaskContext.get().partitionId()  # type: ignore[union-attr]
+        return _exactly_once_write(self.core, iterator, self.sink_id, self.batch, task)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.sink_id is not None:
+            _commit(self.core, self.sink_id, self.batch)  # type: ignore[arg-type]
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    """Exactly-once per micro-batch; the sink id is option ``sinkId`` or the query's id."""
+
+    def __init__(self, options: dict[str, str], schema: StructType):
+        self.core = _RowProducer(options)
+        check_schema(schema, self.core.topic)
+        self.sink_id = options.get("sinkId")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        assert ctx is not None
+        batch = int(ctx.getLocalProperty("streaming.sql.batchId"))
+        sink_id = self.sink_id or ctx.getLocalProperty("sql.streaming.queryId")
+        return _exactly_once_write(self.core, iterator, sink_id, batch, ctx.partitionId())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        ids = {m.sink_id for m in messages if isinstance(m, WriteResult) and m.sink_id}
+        for sink_id in ids:
+            _commit(self.core, sink_id, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # the intents left behind make the retry skip what this attempt wrote
