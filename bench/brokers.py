@@ -177,4 +177,23 @@ class Tansu(BrokerProcess):
         return out.stdout.strip()
 
 
+class CpuMeter:
+    """Broker CPU time and wall time over the measured part of a workload."""
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.broker = broker
+        self.cpu_s = 0.0
+        self.wall_s = 0.0
+        self._cpu0 = 0.0
+        self._wall0 = 0.0
+
+    def start(self) -> None:
+        self._cpu0 = self.broker.cpu_seconds()
+        self._wall0 = time.perf_counter()
+
+    def stop(self) -> None:
+        self.cpu_s = self.broker.cpu_seconds() - self._cpu0
+        self.wall_s = time.perf_counter() - self._wall0
+
+
 BROKERS = {"chronik": Chronik, "tansu": Tansu}

@@ -7,6 +7,8 @@ ROWS = [
     ("produce-1p-acks-all", "produce 1 partition, acks=all"),
     ("produce-6p-acks-1", "produce 6 partitions, acks=1"),
     ("produce-6p-acks-all", "produce 6 partitions, acks=all"),
+    ("produce-1p-acks-1-16k", "produce 1 partition, acks=1, 16 KB batches"),
+    ("produce-6p-acks-all-16k", "produce 6 partitions, acks=all, 16 KB batches"),
     ("consume-1p", "consume 1 partition"),
     ("consume-6p", "consume 6 partitions"),
     ("latency-1p-acks-1", "produce latency, acks=1"),
@@ -17,6 +19,7 @@ THROUGHPUT_METRICS = [
     ("records_per_s", "records/s", "{:,.0f}"),
     ("mb_per_s", "MB/s", "{:,.1f}"),
     ("broker_cores", "broker CPU (cores)", "{:.2f}"),
+    ("broker_cpu_us_per_record", "broker CPU us/record", "{:.3f}"),
 ]
 LATENCY_METRICS = [
     ("p50_ms", "p50 ms", "{:,.2f}"),
@@ -28,7 +31,7 @@ LATENCY_METRICS = [
 def _cell(row: dict | None, key: str, fmt: str) -> str:
     if row is None:
         return "-"
-    if "error" in row and key != "broker_cores":
+    if "error" in row:
         return "error"
     value = row.get(key)
     return "-" if value is None else fmt.format(value)
@@ -54,7 +57,7 @@ def render_table(results: dict[str, dict[str, dict]], names: list[str], latency_
             label = f"{label} @ {latency_rate:,}/s"
         for i, (key, metric, fmt) in enumerate(metrics):
             cells = [_cell(results.get(n, {}).get(row_id), key, fmt) for n in names]
-            ratio = "" if key == "broker_cores" else _ratio(results, row_id, key)
+            ratio = "" if key.startswith("broker_") else _ratio(results, row_id, key)
             lines.append([label if i == 0 else "", metric, *cells, ratio])
         errors.extend(
             f"{row_id} on {n}: {results[n][row_id]['error']}"

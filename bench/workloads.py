@@ -9,12 +9,28 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 MIB = 1024 * 1024  # kafka-producer-perf-test's "MB"
 CHUNK = 10_000  # produce() calls between polls and clock reads
+
+
+class Meter(Protocol):
+    """Brackets the measured part of a workload (the bench samples broker CPU with it)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class NoMeter:
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
 
 
 def producer_config(bootstrap: str, acks: str, **overrides: object) -> dict[str, object]:
@@ -117,7 +133,14 @@ def produce_throughput(
     seconds: float,
     max_records: int,
     warmup_records: int,
+    batching: dict[str, object] | None = None,
+    meter: Meter | None = None,
 ) -> ProduceResult:
+    """Produce flat out for `seconds` (or `max_records`), then flush.
+
+    `batching` overrides the producer's batching settings (batch.size, linger.ms).
+    """
+    meter = meter or NoMeter()
     failed = 0
 
     def on_failure(err: object, msg: object) -> None:
@@ -128,7 +151,9 @@ def produce_throughput(
     # delivered = queued - failed once flush() has drained the queue.
     producer = Producer(
         producer_config(
-            bootstrap, acks, **{"delivery.report.only.error": True, "on_delivery": on_failure}
+            bootstrap,
+            acks,
+            **{"delivery.report.only.error": True, "on_delivery": on_failure, **(batching or {})},
         )
     )
     value = b"x" * record_size
@@ -138,10 +163,12 @@ def produce_throughput(
     warm -= failed
     failed = 0
 
+    meter.start()
     start = time.perf_counter()
     queued = _produce_flat_out(producer, topic, value, max_records, seconds)
     left = producer.flush(120)
     elapsed = time.perf_counter() - start
+    meter.stop()
     if left:
         raise TimeoutError(f"{left} records still undelivered 120 s after the run")
     return ProduceResult(queued - failed, elapsed, failed, warm)
@@ -166,7 +193,12 @@ class ConsumeResult:
 
 
 def consume_throughput(
-    bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 120.0
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    timeout_s: float = 120.0,
+    meter: Meter | None = None,
 ) -> ConsumeResult:
     """Read the whole topic from the beginning (assigned partitions, no group).
 
@@ -174,6 +206,7 @@ def consume_throughput(
     initial offset lookup are not counted; the records of that first delivery
     are excluded from the rate as well.
     """
+    meter = meter or NoMeter()
     consumer = Consumer(consumer_config(bootstrap))
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -192,9 +225,11 @@ def consume_throughput(
                     raise KafkaException(message.error())
             total += len(messages)
             if not started:
+                meter.start()
                 started = time.perf_counter()
                 first_batch = len(messages)
         elapsed = time.perf_counter() - started
+        meter.stop()
         return ConsumeResult(total - first_batch, elapsed, total)
     finally:
         consumer.close()
@@ -229,6 +264,7 @@ def produce_latency(
     rate: int,
     seconds: float,
     warmup_records: int,
+    meter: Meter | None = None,
 ) -> LatencyResult:
     """Per-record delivery latency (produce() call to delivery report) at a fixed rate.
 
@@ -236,6 +272,7 @@ def produce_latency(
     client's batching delay. The client waits for delivery reports in poll()
     between sends, so a report is timed as soon as librdkafka has it.
     """
+    meter = meter or NoMeter()
     latencies: list[float] = []
     failed = 0
 
@@ -256,6 +293,7 @@ def produce_latency(
         producer.poll(0)
     producer.flush(60)
 
+    meter.start()
     interval = 1.0 / rate
     total = int(rate * seconds)
     next_send = time.perf_counter()
@@ -267,6 +305,7 @@ def produce_latency(
         next_send += interval
     if producer.flush(60):
         raise TimeoutError("latency records not delivered within 60 s")
+    meter.stop()
     ordered = sorted(latencies)
     return LatencyResult(
         rate=rate,
