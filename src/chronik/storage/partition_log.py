@@ -211,7 +211,7 @@ class PartitionLog:
         base = self._end_offset
         last = base + header.last_offset_delta
         seg = self.active
-        if self._should_roll(seg, len(batch), header, last):
+        if self._should_roll(seg, len(batch), header, last, now_ms):
             seg = self.roll(now_ms)
         stamp_base_offset(batch, base)
         append_time = -1
@@ -237,7 +237,9 @@ class PartitionLog:
     # Internal writers (the group coordinator) append batches they built the same way.
     append_batch_bytes = append
 
-    def _should_roll(self, seg: LogSegment, size: int, header: BatchHeader, last: int) -> bool:
+    def _should_roll(
+        self, seg: LogSegment, size: int, header: BatchHeader, last: int, now_ms: int
+    ) -> bool:
         if seg.size == 0:
             return False
         cfg = self.config
@@ -251,9 +253,10 @@ class PartitionLog:
             return True
         # Kafka's timeWaitedForRoll: measured in record time from the segment's first batch.
         first = seg.first_batch_timestamp
-        waited = header.max_timestamp - first if first is not None and first >= 0 else -1
-        if waited < 0:
-            waited = _now_ms() - seg.created_ms
+        if first is not None and first >= 0:
+            waited = header.max_timestamp - first
+        else:
+            waited = now_ms - seg.created_ms
         return waited > cfg.segment_ms
 
     def roll(self, now_ms: int | None = None) -> LogSegment:

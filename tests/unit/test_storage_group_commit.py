@@ -1,0 +1,80 @@
+"""Group commit: concurrent acks=all waiters share fsyncs."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from test_storage_support import append, client_batch, open_log, small_config
+
+from chronik.storage.group_commit import GroupCommitter
+
+
+class CountingSegmentFlush:
+    """Counts fsyncs and holds each one until released, so waiters pile up."""
+
+    def __init__(self, log):
+        self.calls = 0
+        self.gate = threading.Event()
+        self._log = log
+
+    def patch(self):
+        for seg in self._log.segments:
+            self._wrap(seg)
+
+    def _wrap(self, seg):
+        original = seg.flush
+
+        def flush():
+            self.calls += 1
+            self.gate.wait(5)
+            original()
+
+        seg.flush = flush
+
+
+def test_concurrent_syncs_share_fsyncs(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**7))
+    counter = CountingSegmentFlush(log)
+    counter.patch()
+    committer = GroupCommitter()
+
+    async def scenario():
+        append(log, client_batch(1))
+        first = asyncio.create_task(committer.sync(log))
+        await asyncio.sleep(0.05)  # its fsync is now in flight, held by the gate
+        waiters = []
+        for _ in range(50):
+            append(log, client_batch(1))
+            waiters.append(asyncio.create_task(committer.sync(log)))
+        await asyncio.sleep(0.05)
+        assert not any(w.done() for w in waiters)  # they need an fsync begun after them
+        counter.gate.set()
+        await asyncio.gather(first, *waiters)
+
+    asyncio.run(scenario())
+    assert not log.dirty
+    assert counter.calls == 2  # one for the first append, one shared by all 50 others
+    assert committer.fsyncs == 2
+
+
+def test_sync_returns_at_once_when_nothing_is_pending(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    committer = GroupCommitter()
+    asyncio.run(committer.sync(log))
+    assert committer.fsyncs == 0
+    append(log, client_batch(1))
+    asyncio.run(committer.sync(log))
+    asyncio.run(committer.sync(log))
+    assert committer.fsyncs == 1
+
+
+def test_a_roll_makes_earlier_appends_durable(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=500))
+    committer = GroupCommitter()
+    for _ in range(3):
+        append(log, client_batch(3))
+    assert len(log.segments) > 1  # rolled: the sealed segment was fsynced then
+    seq_before = log.durable_seq
+    assert seq_before > 0
+    asyncio.run(committer.sync(log))
+    assert not log.dirty
