@@ -58,36 +58,34 @@ class Connection:
         self.queued = asyncio.Condition()
         self.closing = False
         self.reading: asyncio.Task[None] | None = None
+        self.done = asyncio.Event()
 
     async def serve(self) -> None:
         responder = asyncio.create_task(self._respond())
-        self.reading = asyncio.current_task()
+        self.reading = asyncio.create_task(self._read_loop())
         try:
-            await self._read_loop()
-        except (asyncio.IncompleteReadError, ConnectionError):
+            await self.reading
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
-        except asyncio.CancelledError:
-            if not self.closing:
-                raise
         except MalformedRequest as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
         finally:
             async with self.queued:
                 self.closing = True
                 self.queued.notify_all()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await responder
             self.writer.close()
             with contextlib.suppress(Exception):
                 await self.writer.wait_closed()
+            self.done.set()
 
     async def drain_and_close(self) -> None:
         """Stop reading new requests; the ones already read are still answered."""
         self.closing = True
         if self.reading is not None and not self.reading.done():
             self.reading.cancel()
-            with contextlib.suppress(BaseException):
-                await self.reading
+        await self.done.wait()
 
     async def _read_loop(self) -> None:
         max_size = self.broker.config.socket_request_max_bytes

@@ -56,7 +56,7 @@ def _result(
     configs: dict[str, str],
 ) -> Any:
     entries: tuple[Any, ...] = ()
-    if code == errors.NONE:
+    if code == errors.NONE and hasattr(ctx.response_module, "CreatableTopicConfigs"):
         entries = tuple(
             ctx.build(
                 "CreatableTopicConfigs",
