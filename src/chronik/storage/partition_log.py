@@ -31,6 +31,7 @@ from chronik.records.batch import (
     stamp_base_offset,
 )
 from chronik.records.reader import iter_records
+from chronik.storage.compaction import compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
 from chronik.storage.errors import OffsetOutOfRange
 from chronik.storage.producer_state import ProducerStateManager
@@ -80,6 +81,7 @@ class PartitionLog:
         self.durable_seq = 0
         self.recovered_bytes_truncated = 0
         self._read_hints: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
+        self._compacted_through = 0
         self.closed = False
 
     # -- open / close ---------------------------------------------------------------------
@@ -92,8 +94,7 @@ class PartitionLog:
         clean = marker.exists()
         for tmp in directory.glob("*.tmp"):
             tmp.unlink()
-        for cleaned in directory.glob("*.cleaned"):
-            cleaned.unlink()
+        finish_interrupted_swaps(directory)
         bases = sorted(
             int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit()
         )
@@ -478,7 +479,20 @@ class PartitionLog:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    # -- compaction support -----------------------------------------------------------------
+    # -- compaction -------------------------------------------------------------------------
+    def compact(self, now_ms: int | None = None) -> int:
+        """Keep only the latest record per key in the closed segments (offsets preserved);
+        returns the bytes saved. Synchronous: run it where appends to this log are not."""
+        saved = compact(self, _now_ms() if now_ms is None else now_ms)
+        self._compacted_through = self.active.base_offset
+        return saved
+
+    def maybe_compact(self, now_ms: int) -> int:
+        """Compact a compact-policy log when segments rolled since its last compaction."""
+        if not self.config.compact or self.active.base_offset <= self._compacted_through:
+            return 0
+        return self.compact(now_ms)
+
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
         """Swap closed segments for their compacted versions (same offset range)."""
         i = self.segments.index(old[0])

@@ -119,7 +119,7 @@ class LogSegment:
             first = False
             next_offset = header.last_offset + 1
             last_pos = pos
-            if header.max_timestamp > (self._max_timestamp or NO_TIMESTAMP):
+            if header.max_timestamp > self._current_max():
                 self._max_timestamp = header.max_timestamp
                 self._offset_of_max_timestamp = header.last_offset
         if self.first_batch_timestamp is None and self.size >= HEADER_SIZE:
@@ -194,8 +194,11 @@ class LogSegment:
         self._max_timestamp = None
 
     # -- writing ------------------------------------------------------------------------
+    def _current_max(self) -> int:
+        return NO_TIMESTAMP if self._max_timestamp is None else self._max_timestamp
+
     def _index_batch(self, position: int, header: BatchHeader) -> None:
-        if header.max_timestamp > (self._max_timestamp or NO_TIMESTAMP):
+        if header.max_timestamp > self._current_max():
             self._max_timestamp = header.max_timestamp
             self._offset_of_max_timestamp = header.last_offset
         if self._bytes_since_index > self.index_interval_bytes:

@@ -1,0 +1,161 @@
+# Log compaction (cleanup.policy=compact): rewrite closed segments keeping, per key, only
+# the record with the highest offset, with offsets preserved.
+#
+# Files while a segment is being replaced, for base offset B:
+#   {B:020d}.log.cleaned, .index.cleaned, .timeindex.cleaned   being written
+#   {B:020d}.index.swap, .timeindex.swap, then .log.swap       complete and fsynced;
+#                                                               .log.swap is the commit point
+# At open, a .log.swap finishes its swap (its .swap files replace the segment's files);
+# .cleaned files, and .swap index files without a .log.swap, are leftovers and deleted.
+#
+# Batches whose records are all kept are copied byte for byte; others are re-encoded
+# with the same base offset, offset deltas, codec, timestamps and producer fields.
+# Records without a key are kept. Tombstones (null value) are dropped once their batch
+# is older than delete.retention.ms. Control batches are copied as they are.
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chronik.records.batch import TIMESTAMP_TYPE_BIT, BatchHeader
+from chronik.records.builder import Record, build_batch
+from chronik.records.reader import iter_records
+from chronik.storage.segment import LogSegment, segment_name
+
+if TYPE_CHECKING:
+    from chronik.storage.partition_log import PartitionLog
+
+_SUFFIXES = (".index", ".timeindex", ".log")  # the log last: its rename commits the swap
+
+
+def finish_interrupted_swaps(directory: Path) -> None:
+    for leftover in directory.glob("*.cleaned"):
+        leftover.unlink()
+    committed = {p.name[: -len(".log.swap")] for p in directory.glob("*.log.swap")}
+    for swap in sorted(directory.glob("*.swap")):
+        stem = swap.name.split(".", 1)[0]
+        if stem in committed:
+            os.replace(swap, swap.with_name(swap.name[: -len(".swap")]))
+        else:
+            swap.unlink()
+
+
+def latest_offsets(segments: list[LogSegment]) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for seg in segments:
+        for pos, header in seg.headers_from(0):
+            if header.is_control:
+                continue
+            for rec in iter_records(seg.read(pos, header.size)):
+                if rec.key is not None:
+                    latest[rec.key] = rec.offset
+    return latest
+
+
+def _rewrite_batch(
+    data: bytes, header: BatchHeader, latest: dict[bytes, int], drop_tombstones: bool
+) -> bytes | None:
+    records = list(iter_records(data))
+    kept = [
+        r
+        for r in records
+        if r.key is None
+        or (latest.get(r.key) == r.offset and not (r.value is None and drop_tombstones))
+    ]
+    if len(kept) == len(records):
+        return data
+    if not kept:
+        return None
+    append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_BIT else None
+    return build_batch(
+        [Record(r.timestamp, r.key, r.value, r.headers) for r in kept],
+        base_offset=header.base_offset,
+        compression=header.compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        log_append_time=append_time,
+        partition_leader_epoch=header.partition_leader_epoch,
+        offset_deltas=[r.offset - header.base_offset for r in kept],
+        transactional=header.is_transactional,
+    )
+
+
+def clean_segment(
+    seg: LogSegment, latest: dict[bytes, int], now_ms: int, delete_retention_ms: int
+) -> int:
+    """Write the compacted copy of ``seg`` as .cleaned files, then move them to .swap.
+    Returns how many bytes it saves (0: nothing to do, no files left behind)."""
+    directory = seg.directory
+    drop_tombstones = now_ms - seg.max_timestamp > delete_retention_ms
+    out_path = directory / (segment_name(seg.base_offset, ".log") + ".cleaned")
+    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    written = 0
+    try:
+        for pos, header in seg.headers_from(0):
+            data = seg.read(pos, header.size)
+            if not header.is_control:
+                data = _rewrite_batch(data, header, latest, drop_tombstones)
+            if data:
+                os.write(fd, data)
+                written += len(data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if written == seg.size:
+        out_path.unlink()
+        return 0
+    # Index the new file with a throwaway segment object named after the .cleaned file.
+    cleaned = LogSegment(directory, seg.base_offset, seg.index_interval_bytes)
+    cleaned.log_path = out_path
+    cleaned.index.path = directory / (segment_name(seg.base_offset, ".index") + ".cleaned")
+    cleaned.time_index.path = directory / (
+        segment_name(seg.base_offset, ".timeindex") + ".cleaned"
+    )
+    cleaned.size = written
+    cleaned.rebuild_indexes()
+    cleaned.close()
+    for suffix in _SUFFIXES:
+        name = segment_name(seg.base_offset, suffix)
+        os.replace(directory / (name + ".cleaned"), directory / (name + ".swap"))
+    return seg.size - written
+
+
+def compact(log: PartitionLog, now_ms: int) -> int:
+    """Compact every closed segment of ``log``; returns the bytes saved."""
+    closed = log.segments[:-1]
+    if not closed:
+        return 0
+    latest = latest_offsets(closed)
+    saved = 0
+    swapped: list[LogSegment] = []
+    for seg in closed:
+        gain = clean_segment(seg, latest, now_ms, log.config.delete_retention_ms)
+        if gain:
+            saved += gain
+            swapped.append(seg)
+    if not swapped:
+        return 0
+    _fsync_dir(log.directory)
+    replacements = []
+    for seg in swapped:
+        for suffix in _SUFFIXES:
+            name = segment_name(seg.base_offset, suffix)
+            os.replace(log.directory / (name + ".swap"), log.directory / name)
+        replacements.append(
+            LogSegment.open_closed(log.directory, seg.base_offset, seg.index_interval_bytes)
+        )
+    _fsync_dir(log.directory)
+    for old, new in zip(swapped, replacements, strict=True):
+        log.replace_segments([old], [new])
+        old.close()
+    return saved
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
