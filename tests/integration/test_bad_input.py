@@ -65,7 +65,14 @@ def latest_offset(broker, topic: str) -> int:
         struct.pack(">i", 3) + b"abc",
         struct.pack(">ihhi", 8, 3, 12, 7),  # a frame that ends before the client id
     ],
-    ids=["garbage", "random-body", "oversized-length", "negative-length", "tiny", "truncated-header"],
+    ids=[
+        "garbage",
+        "random-body",
+        "oversized-length",
+        "negative-length",
+        "tiny",
+        "truncated-header",
+    ],
 )
 def test_garbage_closes_connection_and_broker_survives(broker, payload: bytes) -> None:
     with RawClient(broker.bootstrap) as client:
@@ -163,8 +170,15 @@ def test_good_batch_after_bad_ones_is_stored(broker) -> None:
     bad = bytearray(good)
     bad[30] ^= 1
     with RawClient(broker.bootstrap) as client:
-        assert int(client.request(produce_request("mixed", bytes(bad))).responses[0]
-                   .partition_responses[0].error_code) == 2
+        assert (
+            int(
+                client.request(produce_request("mixed", bytes(bad)))
+                .responses[0]
+                .partition_responses[0]
+                .error_code
+            )
+            == 2
+        )
         ok = client.request(produce_request("mixed", good), correlation_id=2)
     part = ok.responses[0].partition_responses[0]
     assert int(part.error_code) == 0

@@ -38,7 +38,9 @@ def create(bootstrap: str, name: str, partitions: int = 1) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
-def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[tuple[int, bytes]]:
+def read_all(
+    bootstrap: str, topic: str, expected: int, timeout: float = 60
+) -> list[tuple[int, bytes]]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False}
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +119,9 @@ class Connection:
                 # Clients probe with their newest ApiVersions; a v0 body with error 35
                 # and our ranges tells them which version to retry with.
                 body = handler.unsupported_version_body(self.broker)
-                pending.task = asyncio.create_task(_ready([response_header(correlation_id, False), body]))
+                pending.task = asyncio.create_task(
+                    _ready([response_header(correlation_id, False), body])
+                )
                 pending.release()
                 return pending
             log.warning(
@@ -163,6 +166,7 @@ class Connection:
         try:
             if previous is not None:
                 await previous.released
+            started = time.perf_counter()
             ctx_release = getattr(handler, "PIPELINED", False)
             if ctx_release:
                 response = await handler.handle(ctx, request, pending.release)
@@ -170,6 +174,7 @@ class Connection:
                 response = await handler.handle(ctx, request)
         finally:
             pending.release()
+        self.broker.metrics.observe_request(ctx.api_key, time.perf_counter() - started)
         if response is None:
             return None
         head = response_header(ctx.correlation_id, flexible)

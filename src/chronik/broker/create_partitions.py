@@ -18,7 +18,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         code, message = errors.NONE, None
         topic = catalog.get(wanted.name)
         if topic is None:
-            code, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic."
+            code, message = (
+                errors.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic.",
+            )
         elif wanted.count <= len(topic.partitions):
             code = errors.INVALID_PARTITIONS
             message = (
@@ -34,6 +37,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     raise
                 message = str(exc)
         results.append(
-            ctx.build("CreatePartitionsTopicResult", name=wanted.name, error_code=code, error_message=message)
+            ctx.build(
+                "CreatePartitionsTopicResult",
+                name=wanted.name,
+                error_code=code,
+                error_message=message,
+            )
         )
     return ctx.build("CreatePartitionsResponse", throttle_time=0, results=tuple(results))

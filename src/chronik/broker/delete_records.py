@@ -36,5 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=code,
                 )
             )
-        topics.append(ctx.build("DeleteRecordsTopicResult", name=wanted.name, partitions=tuple(parts)))
+        topics.append(
+            ctx.build("DeleteRecordsTopicResult", name=wanted.name, partitions=tuple(parts))
+        )
     return ctx.build("DeleteRecordsResponse", throttle_time=0, topics=tuple(topics))

@@ -6,8 +6,12 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.storage.config import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, TYPE_STRING
-from chronik.storage.config import describe_topic_configs
+from chronik.storage.config import (
+    SOURCE_DEFAULT,
+    SOURCE_STATIC_BROKER,
+    TYPE_STRING,
+    describe_topic_configs,
+)
 
 API_KEY = 32
 VERSIONS = (1, 4)
@@ -55,7 +59,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     results = []
     for resource in request.resources:
-        keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
+        keys = (
+            list(resource.configuration_keys) if resource.configuration_keys is not None else None
+        )
         code, message, entries = errors.NONE, None, []
         if resource.resource_type == TOPIC:
             topic = broker.catalog.get(resource.resource_name)
@@ -69,7 +75,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 entries = _broker_entries(ctx, keys)
         else:
-            code, message = errors.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+            code, message = (
+                errors.INVALID_REQUEST,
+                f"Unsupported resource type {resource.resource_type}",
+            )
         results.append(
             ctx.build(
                 "DescribeConfigsResult",

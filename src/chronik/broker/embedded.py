@@ -1,7 +1,7 @@
 """An in-process broker on its own thread, for tests and notebooks.
 
-    with EmbeddedBroker(data_dir="/tmp/events") as broker:
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
+with EmbeddedBroker(data_dir="/tmp/events") as broker:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ class EmbeddedBroker:
         host: str = "127.0.0.1",
         port: int = 0,
         config: Mapping[str, str] | None = None,
+        metrics_listen: str | None = None,
     ) -> None:
+        self.metrics_listen = metrics_listen
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="chronik-")
@@ -50,7 +52,9 @@ class EmbeddedBroker:
             loop = asyncio.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
-            broker = Broker(self.data_dir, self.host, self.port, self.config)
+            broker = Broker(
+                self.data_dir, self.host, self.port, self.config, metrics_listen=self.metrics_listen
+            )
             self.broker = broker
             try:
                 loop.run_until_complete(broker.start())

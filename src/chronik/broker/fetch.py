@@ -30,12 +30,16 @@ def _resolve(ctx: RequestContext, fetch_topic: Any) -> tuple[Any, str, Any]:
     return topic, fetch_topic.topic, (topic.topic_id if topic else None)
 
 
-def _read_all(ctx: RequestContext, request: Any, budget: int) -> tuple[list[TopicResult], int, bool, list[Any]]:
+def _read_all(
+    ctx: RequestContext, request: Any, budget: int
+) -> tuple[list[TopicResult], int, bool, list[Any]]:
     topics: list[TopicResult] = []
     total = 0
     failed = False
     logs: list[Any] = []
-    missing = errors.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION
+    missing = (
+        errors.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION
+    )
     for fetch_topic in request.topics:
         topic, name, topic_id = _resolve(ctx, fetch_topic)
         parts: list[PartitionResult] = []
@@ -51,7 +55,9 @@ def _read_all(ctx: RequestContext, request: Any, budget: int) -> tuple[list[Topi
             start = plog.start_offset
             offset = fp.fetch_offset
             if offset < start or offset > end:
-                parts.append(PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, end, end, start, None))
+                parts.append(
+                    PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, end, end, start, None)
+                )
                 failed = True
                 continue
             records = b""
@@ -78,9 +84,15 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
     while True:
         topics, total, failed, logs = _read_all(ctx, request, budget)
         remaining = deadline - time.monotonic()
-        if failed or total >= request.min_bytes or total > 0 and request.min_bytes <= 1 or remaining <= 0 or not logs:
+        if (
+            failed
+            or total >= request.min_bytes
+            or total > 0
+            and request.min_bytes <= 1
+            or remaining <= 0
+            or not logs
+        ):
             break
         await broker.wait_for_append(logs, remaining)
-    if broker.metrics is not None:
-        broker.metrics.bytes_out(total)
+    broker.metrics.bytes_out(total)
     return encode_fetch_response(version, topics)

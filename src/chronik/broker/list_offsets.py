@@ -60,5 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     leader_epoch=0 if code == errors.NONE else -1,
                 )
             )
-        topics.append(ctx.build("ListOffsetsTopicResponse", name=wanted.name, partitions=tuple(parts)))
+        topics.append(
+            ctx.build("ListOffsetsTopicResponse", name=wanted.name, partitions=tuple(parts))
+        )
     return ctx.build("ListOffsetsResponse", throttle_time=0, topics=tuple(topics))

@@ -62,7 +62,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
     entries = []
     if requested is None:
-        entries = [_topic_entry(ctx, t) for t in sorted(catalog.topics.values(), key=lambda t: t.name)]
+        entries = [
+            _topic_entry(ctx, t) for t in sorted(catalog.topics.values(), key=lambda t: t.name)
+        ]
     else:
         for wanted in requested:
             name = wanted.name
@@ -86,7 +88,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 entries.append(_topic_entry(ctx, topic))
     brokers = (
         ctx.build(
-            "MetadataResponseBroker", node_id=broker.node_id, host=broker.host, port=broker.port, rack=None
+            "MetadataResponseBroker",
+            node_id=broker.node_id,
+            host=broker.host,
+            port=broker.port,
+            rack=None,
         ),
     )
     return ctx.build(

@@ -61,8 +61,7 @@ async def handle(ctx: RequestContext, request: Any, release: Callable[[], None])
                 continue
             if not result.duplicate:
                 broker.notify_append(partition_log)
-                if broker.metrics is not None:
-                    broker.metrics.bytes_in(name, len(batch))
+                broker.metrics.bytes_in(name, len(batch))
             synced.append(partition_log)
             partitions.append(
                 ctx.build(

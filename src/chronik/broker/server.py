@@ -22,6 +22,7 @@ from typing import Any
 from chronik.broker import apis
 from chronik.broker.config import BrokerConfig
 from chronik.broker.connection import Connection
+from chronik.broker.metrics import Metrics
 from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.storage.catalog import Catalog
 from chronik.storage.group_commit import GroupCommitter
@@ -51,6 +52,7 @@ class Broker:
         port: int = 9092,
         config: Mapping[str, str] | None = None,
         advertised_host: str | None = None,
+        metrics_listen: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.bind_host = host
@@ -63,7 +65,9 @@ class Broker:
         self.committer: GroupCommitter
         self.producer_ids: ProducerIdAllocator
         self.coordinator: Any = None
-        self.metrics: Any = None
+        self.metrics = Metrics(self)
+        self.metrics_listen = metrics_listen
+        self.metrics_port: int | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
@@ -84,6 +88,7 @@ class Broker:
         self.catalog = Catalog(self.data_dir, self.config.overrides)
         self.catalog.load()
         self.committer = GroupCommitter()
+        self.committer.on_fsync = self.metrics.observe_fsync
         self.producer_ids = ProducerIdAllocator(self.data_dir / ".meta" / "producer-ids")
         self.coordinator = _make_coordinator(self)
         if self.coordinator is not None:
@@ -94,6 +99,9 @@ class Broker:
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self._tasks.append(asyncio.create_task(self._retention_loop()))
+        if self.metrics_listen:
+            host, _, port = self.metrics_listen.rpartition(":")
+            self.metrics_port = await self.metrics.serve(host or "127.0.0.1", int(port))
         log.info(
             "chronik broker %s listening on %s:%d, data in %s",
             self.node_id,
@@ -115,6 +123,7 @@ class Broker:
                 await task
         if self.coordinator is not None:
             await self.coordinator.stop()
+        await self.metrics.close()
         self.catalog.close()
         if self._server is not None:
             with contextlib.suppress(Exception):

@@ -42,7 +42,10 @@ def apply(
     elif resource.resource_type == BROKER:
         code, message = errors.INVALID_REQUEST, "Broker configs are set at start with --set"
     else:
-        code, message = errors.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+        code, message = (
+            errors.INVALID_REQUEST,
+            f"Unsupported resource type {resource.resource_type}",
+        )
     return ctx.build(
         "AlterConfigsResourceResponse",
         error_code=code,

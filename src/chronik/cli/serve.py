@@ -12,7 +12,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default="./chronik-data", help="where the log lives")
     parser.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on")
     parser.add_argument(
-        "--advertised-host", default=None, help="host name given to clients (default: the listen host)"
+        "--advertised-host",
+        default=None,
+        help="host name given to clients (default: the listen host)",
     )
     parser.add_argument(
         "--set",
@@ -57,12 +59,17 @@ def run(args: argparse.Namespace) -> int:
         settings[key.strip()] = value.strip()
     try:
         host, port = parse_listen(args.listen)
-        broker = Broker(args.data_dir, host, port, settings, advertised_host=args.advertised_host)
+        broker = Broker(
+            args.data_dir,
+            host,
+            port,
+            settings,
+            advertised_host=args.advertised_host,
+            metrics_listen=args.metrics_listen,
+        )
     except (ValueError, ConfigError) as exc:
         print(f"chronik: error: {exc}", file=sys.stderr)
         return 2
-    if args.metrics_listen:
-        broker.metrics_listen = args.metrics_listen
     try:
         asyncio.run(serve_until_signalled(broker))
     except OSError as exc:

@@ -64,7 +64,9 @@ def encode_fetch_response(
             out.append(name)
         out.append(_array_len(len(topic.partitions), flexible))
         for p in topic.partitions:
-            out.append(_PARTITION.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset))
+            out.append(
+                _PARTITION.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
+            )
             if version >= 5:
                 out.append(_I64.pack(p.log_start_offset))
             # aborted_transactions: an empty array (there are no transactions)

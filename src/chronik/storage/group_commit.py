@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 
 from chronik.storage.partition_log import PartitionLog
@@ -23,6 +25,7 @@ class GroupCommitter:
         self._executor = executor
         self._in_flight: dict[int, asyncio.Future[None]] = {}
         self.fsyncs = 0  # fsyncs issued, for tests and metrics
+        self.on_fsync: Callable[[float], None] | None = None  # seconds each fsync took
 
     async def sync(self, log: PartitionLog) -> None:
         target = log.append_seq
@@ -39,7 +42,10 @@ class GroupCommitter:
             seq, segment = log.sync_target()
             loop = asyncio.get_running_loop()
             self.fsyncs += 1
+            started = time.perf_counter()
             await loop.run_in_executor(self._executor, _fdatasync, segment)
+            if self.on_fsync is not None:
+                self.on_fsync(time.perf_counter() - started)
             log.mark_durable(seq)
         finally:
             self._in_flight.pop(key, None)

@@ -1,0 +1,200 @@
+# Prometheus metrics, served as text exposition format 0.0.4 on GET /metrics:
+#
+#   # HELP name text
+#   # TYPE name counter|gauge|histogram
+#   name{label="value",...} number
+#
+# Counters and histograms are updated on the request path with a few integer
+# additions; gauges (partition sizes, end offsets, group lag) are read from the
+# catalog and the coordinator only when scraped.
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from kio.schema.index import api_key_map
+
+if TYPE_CHECKING:
+    from chronik.broker.server import Broker
+
+log = logging.getLogger("chronik.metrics")
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Histogram:
+    __slots__ = ("counts", "total", "count")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.total += seconds
+        self.count += 1
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        out = []
+        running = 0
+        sep = "," if labels else ""
+        for bound, n in zip(LATENCY_BUCKETS, self.counts, strict=False):
+            running += n
+            out.append(f'{name}_bucket{{{labels}{sep}le="{bound}"}} {running}')
+        out.append(f'{name}_bucket{{{labels}{sep}le="+Inf"}} {self.count}')
+        braced = f"{{{labels}}}" if labels else ""
+        out.append(f"{name}_sum{braced} {self.total:.6f}")
+        out.append(f"{name}_count{braced} {self.count}")
+        return out
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _tp(topic: str, partition: int) -> str:
+    return f'{{topic="{_label(topic)}",partition="{partition}"}}'
+
+
+class Metrics:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.requests: dict[int, Histogram] = defaultdict(Histogram)
+        self.errors: dict[int, int] = defaultdict(int)
+        self.topic_bytes_in: dict[str, int] = defaultdict(int)
+        self.total_bytes_out = 0
+        self.fsync = Histogram()
+        self.connections_total = 0
+        self._server: asyncio.Server | None = None
+
+    # -- hot path -----------------------------------------------------------------
+
+    def observe_request(self, api_key: int, seconds: float) -> None:
+        self.requests[api_key].observe(seconds)
+
+    def request_failed(self, api_key: int) -> None:
+        self.errors[api_key] += 1
+
+    def bytes_in(self, topic: str, n: int) -> None:
+        self.topic_bytes_in[topic] += n
+
+    def bytes_out(self, n: int) -> None:
+        self.total_bytes_out += n
+
+    def observe_fsync(self, seconds: float) -> None:
+        self.fsync.observe(seconds)
+
+    # -- exposition -----------------------------------------------------------------
+
+    def render(self) -> str:
+        lines: list[str] = []
+
+        def family(name: str, kind: str, help_text: str) -> None:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+
+        family("chronik_requests_total", "counter", "Requests served, by Kafka API.")
+        for key, hist in sorted(self.requests.items()):
+            lines.append(
+                f'chronik_requests_total{{api="{api_key_map.get(key, key)}"}} {hist.count}'
+            )
+        family(
+            "chronik_request_errors_total",
+            "counter",
+            "Requests that failed and closed the connection.",
+        )
+        for key, n in sorted(self.errors.items()):
+            lines.append(f'chronik_request_errors_total{{api="{api_key_map.get(key, key)}"}} {n}')
+        family(
+            "chronik_request_duration_seconds", "histogram", "Time from decode to response, by API."
+        )
+        for key, hist in sorted(self.requests.items()):
+            lines.extend(
+                hist.lines("chronik_request_duration_seconds", f'api="{api_key_map.get(key, key)}"')
+            )
+        family("chronik_bytes_in_total", "counter", "Record batch bytes appended, by topic.")
+        for topic, n in sorted(self.topic_bytes_in.items()):
+            lines.append(f'chronik_bytes_in_total{{topic="{_label(topic)}"}} {n}')
+        family("chronik_bytes_out_total", "counter", "Record bytes served by Fetch.")
+        lines.append(f"chronik_bytes_out_total {self.total_bytes_out}")
+        family(
+            "chronik_fsync_duration_seconds", "histogram", "Duration of each group-commit fsync."
+        )
+        lines.extend(self.fsync.lines("chronik_fsync_duration_seconds", ""))
+        family("chronik_connections", "gauge", "Open client connections.")
+        lines.append(f"chronik_connections {len(self.broker._connections)}")
+        self._render_partitions(lines, family)
+        self._render_groups(lines, family)
+        return "\n".join(lines) + "\n"
+
+    def _render_partitions(self, lines: list[str], family: object) -> None:
+        topics = sorted(self.broker.catalog.topics.values(), key=lambda t: t.name)
+        family("chronik_partition_size_bytes", "gauge", "Bytes on disk per partition.")  # type: ignore[operator]
+        rows = [(t.name, i, p) for t in topics for i, p in enumerate(t.partitions)]
+        for name, index, plog in rows:
+            lines.append(f"chronik_partition_size_bytes{_tp(name, index)} {plog.size_bytes}")
+        family("chronik_log_end_offset", "gauge", "Next offset to be written, per partition.")  # type: ignore[operator]
+        for name, index, plog in rows:
+            lines.append(f"chronik_log_end_offset{_tp(name, index)} {plog.end_offset}")
+        family("chronik_log_start_offset", "gauge", "First offset kept, per partition.")  # type: ignore[operator]
+        for name, index, plog in rows:
+            lines.append(f"chronik_log_start_offset{_tp(name, index)} {plog.start_offset}")
+
+    def _render_groups(self, lines: list[str], family: object) -> None:
+        family("chronik_consumer_group_lag", "gauge", "Log end offset minus the committed offset.")  # type: ignore[operator]
+        coordinator = self.broker.coordinator
+        groups = getattr(coordinator, "groups", None) or {}
+        catalog = self.broker.catalog
+        for group_id, group in sorted(groups.items()):
+            for (topic_name, index), committed in sorted(getattr(group, "offsets", {}).items()):
+                topic = catalog.get(topic_name)
+                if topic is None or not 0 <= index < len(topic.partitions):
+                    continue
+                lag = max(topic.partitions[index].end_offset - committed.offset, 0)
+                lines.append(
+                    f'chronik_consumer_group_lag{{group="{_label(group_id)}",'
+                    f'topic="{_label(topic_name)}",partition="{index}"}} {lag}'
+                )
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    async def serve(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._handle_http, host, port, reuse_address=True)
+        bound = self._server.sockets[0].getsockname()[1]
+        log.info("metrics on http://%s:%d/metrics", host, bound)
+        return bound
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1)
+
+    async def _handle_http(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            request_line = await asyncio.wait_for(reader.readline(), 5)
+            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                pass
+            parts = request_line.decode("latin-1").split()
+            if len(parts) >= 2 and parts[0] == "GET" and parts[1].split("?")[0] == "/metrics":
+                body = self.render().encode()
+                status, ctype = "200 OK", "text/plain; version=0.0.4; charset=utf-8"
+            else:
+                body, status, ctype = b"not found: try /metrics\n", "404 Not Found", "text/plain"
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()

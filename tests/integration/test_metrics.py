@@ -1,0 +1,77 @@
+"""The Prometheus endpoint, scraped over HTTP and parsed."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from chronik.broker.embedded import EmbeddedBroker
+
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (-?[0-9.e+]+|\+Inf|NaN)$")
+
+
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = SAMPLE.match(line)
+        assert match, f"not Prometheus text format: {line!r}"
+        samples[match.group(1) + (match.group(2) or "")] = float(match.group(3))
+    return samples
+
+
+def test_metrics_endpoint_reports_traffic_sizes_and_lag(tmp_path) -> None:
+    with EmbeddedBroker(tmp_path / "data", metrics_listen="127.0.0.1:0") as embedded:
+        port = embedded.broker.metrics_port
+        assert port
+        producer = Producer({"bootstrap.servers": embedded.bootstrap, "acks": "all"})
+        for _ in range(50):
+            producer.produce("metered", key=b"k", value=b"v" * 100)
+        assert producer.flush(15) == 0
+        consumer = Consumer(
+            {
+                "bootstrap.servers": embedded.bootstrap,
+                "group.id": "lagging",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.assign([TopicPartition("metered", 0, 0)])
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 10 and time.monotonic() < deadline:
+            got += [m for m in consumer.consume(10, 0.5) if m.error() is None]
+        consumer.commit(offsets=[TopicPartition("metered", 0, 10)], asynchronous=False)
+        consumer.close()
+
+        samples = scrape(port)
+        assert samples['chronik_requests_total{api="produce"}'] >= 1
+        assert samples['chronik_request_duration_seconds_count{api="fetch"}'] >= 1
+        assert samples['chronik_bytes_in_total{topic="metered"}'] > 50 * 100
+        assert samples["chronik_bytes_out_total"] > 0
+        assert samples['chronik_log_end_offset{topic="metered",partition="0"}'] == 50
+        assert samples['chronik_partition_size_bytes{topic="metered",partition="0"}'] > 5000
+        assert (
+            samples['chronik_consumer_group_lag{group="lagging",topic="metered",partition="0"}']
+            == 40
+        )
+        assert samples["chronik_fsync_duration_seconds_count"] >= 1
+
+
+def test_unknown_path_is_404(tmp_path) -> None:
+    with EmbeddedBroker(tmp_path / "data", metrics_listen="127.0.0.1:0") as embedded:
+        port = embedded.broker.metrics_port
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/nope", timeout=5)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404
+        else:
+            raise AssertionError("expected 404")
