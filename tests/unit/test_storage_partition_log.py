@@ -243,3 +243,19 @@ def test_sequential_reads_follow_on(tmp_path):
             seen.append(h.base_offset)
             offset = h.last_offset + 1
     assert seen == list(range(200))
+
+
+@pytest.mark.parametrize("cut", [1, 7, 60, 200])
+def test_a_tail_cut_after_a_clean_close_is_still_recovered(tmp_path, cut):
+    path = tmp_path / "t-0"
+    log = open_log(path, small_config(segment_bytes=10**6, index_interval_bytes=0))
+    fill(log, [1] * 20)
+    seg_path = log.active.log_path
+    log.close()  # the clean-shutdown marker is written
+    size = seg_path.stat().st_size
+    os.truncate(seg_path, size - cut)
+    whole = list(iter_batches(seg_path.read_bytes()))
+    again = open_log(path, small_config(segment_bytes=10**6, index_interval_bytes=0))
+    assert again.end_offset == whole[-1][1].last_offset + 1
+    assert append(again, client_batch(1)).base_offset == again.end_offset - 1
+    assert [r.offset for r in all_records(again)] == list(range(again.end_offset))

@@ -97,20 +97,26 @@ class LogSegment:
             seg.index.open_active(reset=False)
             seg.time_index.open_active(reset=False)
             next_offset = seg._load_tail()
-            return seg, next_offset, 0
+            if next_offset is not None:
+                return seg, next_offset, 0
+            # The file changed since the clean close (cut or grown): trust nothing.
+            seg.index.close()
+            seg.time_index.close()
         seg.index.open_active(reset=True)
         seg.time_index.open_active(reset=True)
         next_offset, truncated = seg._recover()
         return seg, next_offset, truncated
 
-    def _load_tail(self) -> int:
+    def _load_tail(self) -> int | None:
         """Next offset and timestamps of a cleanly closed segment: scan from the last index
-        entry (at most index.interval.bytes of headers)."""
+        entry (at most index.interval.bytes of headers). None if the batches do not end
+        exactly at the end of the file."""
         last_ts = self.time_index.last()
         if last_ts is not None:
             self._max_timestamp, self._offset_of_max_timestamp = last_ts
         next_offset = self.base_offset
         last_pos = 0
+        tail_end = 0
         first = True
         last_entry = self.index.last()
         for pos, header in self.headers_from(last_entry[1] if last_entry else 0):
@@ -119,9 +125,12 @@ class LogSegment:
             first = False
             next_offset = header.last_offset + 1
             last_pos = pos
+            tail_end = pos + header.size
             if header.max_timestamp > self._current_max():
                 self._max_timestamp = header.max_timestamp
                 self._offset_of_max_timestamp = header.last_offset
+        if tail_end != self.size:
+            return None
         if self.first_batch_timestamp is None and self.size >= HEADER_SIZE:
             self.first_batch_timestamp = self._first_header().max_timestamp
         self._bytes_since_index = self.size - last_pos if self.size else 0
@@ -285,7 +294,10 @@ class LogSegment:
             off = 0
             while off + HEADER_SIZE <= len(buf):
                 header = read_header(buf, off)
-                if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                if (
+                    header.batch_length < HEADER_SIZE - LOG_OVERHEAD
+                    or position + off + header.size > end
+                ):
                     return
                 yield position + off, header
                 off += header.size
