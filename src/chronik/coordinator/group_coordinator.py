@@ -112,8 +112,9 @@ class GroupSummary:
 
 def _config_values(broker: Any) -> dict[str, str]:
     config = getattr(broker, "config", None)
-    values = getattr(config, "values", config)  # the broker's BrokerConfig, or a plain dict
-    return dict(values) if isinstance(values, Mapping) else {}
+    if not isinstance(config, Mapping):
+        config = getattr(config, "values", None)  # the broker's BrokerConfig
+    return dict(config) if isinstance(config, Mapping) else {}
 
 
 class GroupCoordinator:
@@ -147,6 +148,13 @@ class GroupCoordinator:
     async def start(self) -> None:
         for key_bytes, value, position in await self.store.replay():
             self._replay_record(key_bytes, value, position)
+        # A topic deleted just before a crash may still have offsets in the log.
+        topics = {t for g in self.groups.values() for t, _ in g.offsets}
+        for topic in topics:
+            if self._topic_partitions(topic) is None:
+                task = self.on_topic_deleted(topic)
+                if task is not None:
+                    await task
         self._running = True
         self._schedule_retention()
 
