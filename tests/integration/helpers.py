@@ -195,9 +195,12 @@ class RawClient:
     def send(self, request: Any) -> int:
         cls = type(request)
         correlation_id = next(self._correlation)
-        head = struct.pack(
-            ">hhih", cls.__api_key__, cls.__version__, correlation_id, len(self.client_id)
-        ) + self.client_id
+        head = (
+            struct.pack(
+                ">hhih", cls.__api_key__, cls.__version__, correlation_id, len(self.client_id)
+            )
+            + self.client_id
+        )
         if cls.__flexible__:
             head += b"\x00"
         buf = io.BytesIO()
@@ -314,3 +317,66 @@ def confluent_produce(
     assert remaining == 0, f"{remaining} records still undelivered"
     assert not errors, f"delivery errors: {errors[:3]}"
     return delivered
+
+
+# --- what the broker stores, fetched raw ---------------------------------------------
+
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def fetch_raw(raw: RawClient, topic: str, partition: int, offset: int = 0) -> bytes:
+    """The record bytes a Fetch v12 returns for one partition from `offset`."""
+    import datetime
+
+    from kio.schema.fetch.v12 import request as fetch
+
+    request = fetch.FetchRequest(
+        max_wait=datetime.timedelta(milliseconds=0),
+        min_bytes=0,
+        topics=(
+            fetch.FetchTopic(
+                topic=topic,
+                partitions=(
+                    fetch.FetchPartition(
+                        partition=partition, fetch_offset=offset, partition_max_bytes=16 << 20
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    response = raw.request(request)
+    (data,) = response.responses[0].partitions
+    assert int(data.error_code) == 0, data.error_code
+    return bytes(data.records or b"")
+
+
+def stored_batches(bootstrap: str, topic: str, partitions: int) -> list[Any]:
+    """Headers of every batch in the topic, as the broker serves them."""
+    from chronik.records.batch import read_header
+
+    headers = []
+    with RawClient(bootstrap) as raw:
+        for p in range(partitions):
+            offset = 0
+            while True:
+                data = fetch_raw(raw, topic, p, offset)
+                pos = 0
+                seen = 0
+                while pos + 61 <= len(data):
+                    h = read_header(data, pos)
+                    if pos + h.size > len(data):
+                        break
+                    headers.append(h)
+                    pos += h.size
+                    offset = h.base_offset + h.last_offset_delta + 1
+                    seen += 1
+                if not seen:
+                    break
+    return headers
+
+
+def assert_stored_with(bootstrap: str, topic: str, partitions: int, codec: str) -> None:
+    """Every stored batch carries the client's codec: the broker kept its bytes."""
+    codecs = {h.attributes & 0x07 for h in stored_batches(bootstrap, topic, partitions)}
+    assert codecs == {CODEC_IDS[codec]}, f"stored codecs {codecs}, produced {codec}"

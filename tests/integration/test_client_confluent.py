@@ -11,6 +11,7 @@ from .helpers import (
     CODECS,
     POLL_TIMEOUT,
     assert_round_trip,
+    assert_stored_with,
     confluent_got,
     confluent_produce,
     confluent_read,
@@ -31,6 +32,7 @@ def test_round_trip_every_codec(broker, codec):
     )
     got = confluent_read(broker.bootstrap, topic, 3, len(sent))
     assert_round_trip(sent, got, partitions=3)
+    assert_stored_with(broker.bootstrap, topic, 3, codec)
     # The offsets the producer was told are the offsets the records are read at.
     told = {(m.partition(), m.offset()): m.value() for m in delivered}
     assert told == {(g.partition, g.offset): g.value for g in got}
@@ -213,7 +215,11 @@ def test_idempotent_producer_survives_broker_restart(broker):
     def produce(records):
         for r in records:
             producer.produce(
-                topic, key=r.key, value=r.value, headers=list(r.headers), timestamp=r.timestamp,
+                topic,
+                key=r.key,
+                value=r.value,
+                headers=list(r.headers),
+                timestamp=r.timestamp,
                 on_delivery=lambda err, msg: err and errors.append(err),
             )
         assert producer.flush(POLL_TIMEOUT) == 0
