@@ -7,6 +7,7 @@ single Python process for both brokers.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass
 from typing import Protocol
@@ -81,6 +82,13 @@ def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 
             return
         time.sleep(0.1)
     raise TimeoutError(f"topic {name} has no leaders after {timeout_s}s")
+
+
+def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 30.0) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(names, operation_timeout=timeout_s).values():
+        with contextlib.suppress(Exception):  # a topic a failed step never created
+            future.result(timeout=timeout_s)
 
 
 @dataclass
