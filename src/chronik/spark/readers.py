@@ -65,7 +65,9 @@ def plan_ranges(
     return out
 
 
-def _read(options: ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+def _read(options: ReadOptions, r: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(r, OffsetRange):
+        return iter(())  # Spark plans one placeholder partition when there is nothing to read
     return read_range(
         options.consumer_config(),
         r.topic,
