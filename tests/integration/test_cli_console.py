@@ -203,3 +203,19 @@ def test_every_compression_round_trips(broker) -> None:
         ok("produce", topic, "--compression", codec, bootstrap=b, input=f"{codec}-1\n{codec}-2\n")
     out = ok("consume", topic, "--from-beginning", "--max-messages", "10", bootstrap=b)
     assert out.lines == [f"{c}-{i}" for c in codecs for i in (1, 2)]
+
+
+def test_group_started_from_beginning_keeps_partitions_it_has_not_read_yet(broker) -> None:
+    b = broker.bootstrap
+    topic = unique("spread")
+    group = unique("g")
+    ok("topics", "create", topic, "--partitions", "3", bootstrap=b)
+    for p in range(3):
+        ok("produce", topic, "--partition", str(p), bootstrap=b, input=f"p{p}-a\np{p}-b\n")
+    first = ok(
+        "consume", topic, "--group", group, "--from-beginning", "--max-messages", "1", bootstrap=b
+    )
+    assert len(first.lines) == 1
+    # The next run, without --from-beginning, must still see every other record.
+    rest = ok("consume", topic, "--group", group, "--max-messages", "5", bootstrap=b)
+    assert sorted(first.lines + rest.lines) == sorted(f"p{p}-{s}" for p in range(3) for s in "ab")

@@ -18,6 +18,7 @@ from confluent_kafka import (
     OFFSET_STORED,
     Consumer,
     KafkaError,
+    KafkaException,
     TopicPartition,
 )
 
@@ -126,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         with contextlib.suppress(KeyboardInterrupt):
+            if args.group:
+                commit_positions(consumer, args.from_beginning)
             consumer.close()
         print(f"Processed a total of {printer.count} messages", file=sys.stderr)
     return 0
@@ -157,6 +160,36 @@ def check_in_range(cluster: Cluster, topic: str, partition: int, offset: int) ->
         raise CliError(
             f"offset {offset} is out of range for partition {partition} of '{topic}' "
             f"(earliest {low}, latest {high})"
+        )
+
+
+def commit_positions(consumer: Consumer, from_beginning: bool) -> None:
+    """Commit where every assigned partition stands, whether a record came from it or not.
+
+    librdkafka commits only partitions a record was returned from. Kafka's own
+    console consumer commits each partition's position, so a partition that gave
+    nothing to a `--from-beginning` run is not skipped to its end on the next one.
+    """
+    try:
+        assigned = consumer.assignment()
+        if not assigned:
+            return
+        committed = {
+            (tp.topic, tp.partition): tp.offset for tp in consumer.committed(assigned, timeout=5)
+        }
+        offsets = []
+        for tp in consumer.position(assigned):
+            if tp.offset >= 0:
+                offsets.append(tp)
+            elif from_beginning and committed.get((tp.topic, tp.partition), -1) < 0:
+                low, _ = consumer.get_watermark_offsets(tp, timeout=5)
+                offsets.append(TopicPartition(tp.topic, tp.partition, low))
+        if offsets:
+            consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        print(
+            f"chronik: warning: could not commit offsets: {describe_kafka_error(exc)}",
+            file=sys.stderr,
         )
 
 
