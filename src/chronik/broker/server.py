@@ -28,6 +28,7 @@ from chronik.storage.catalog import Catalog
 from chronik.storage.group_commit import GroupCommitter
 
 log = logging.getLogger("chronik.broker")
+FLUSH_CHECK_SECONDS = 1.0
 
 
 def _load_cluster_id(data_dir: Path) -> str:
@@ -99,6 +100,7 @@ class Broker:
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self._tasks.append(asyncio.create_task(self._retention_loop()))
+        self._tasks.append(asyncio.create_task(self._flush_loop()))
         if self.metrics_listen:
             host, _, port = self.metrics_listen.rpartition(":")
             self.metrics_port = await self.metrics.serve(host or "127.0.0.1", int(port))
@@ -141,6 +143,7 @@ class Broker:
             self._connections.discard(conn)
 
     async def _retention_loop(self) -> None:
+        """Delete what retention lets go, and compact compact-policy logs."""
         interval = max(self.config.retention_check_interval_ms, 100) / 1000
         while True:
             await asyncio.sleep(interval)
@@ -149,8 +152,23 @@ class Broker:
                 for partition_log in topic.partitions:
                     try:
                         partition_log.apply_retention(now)
+                        partition_log.maybe_compact(now)
                     except Exception:
                         log.exception("retention failed for %s", topic.name)
+
+    async def _flush_loop(self) -> None:
+        """fsync logs whose data has been unflushed longer than their flush.ms."""
+        while True:
+            await asyncio.sleep(FLUSH_CHECK_SECONDS)
+            now = self.now_ms()
+            for topic in list(self.catalog.topics.values()):
+                if topic.log_config.flush_interval_ms >= 2**63 - 1:
+                    continue
+                for partition_log in topic.partitions:
+                    try:
+                        partition_log.maybe_flush(now)
+                    except Exception:
+                        log.exception("flush failed for %s", topic.name)
 
     # -- long poll ---------------------------------------------------------------
 

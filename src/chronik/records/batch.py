@@ -102,19 +102,27 @@ def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int)
     """
     size = len(buf)
     if size < HEADER_SIZE:
-        raise InvalidBatch(CORRUPT_MESSAGE, f"record set of {size} bytes is shorter than a batch header")
+        raise InvalidBatch(
+            CORRUPT_MESSAGE, f"record set of {size} bytes is shorter than a batch header"
+        )
     header = read_header(buf)
     if header.magic != 2:
         raise InvalidBatch(CORRUPT_MESSAGE, f"unsupported record batch magic {header.magic}")
     if header.size != size:
         if header.size < size:
-            raise InvalidBatch(INVALID_RECORD, "a produce request must carry exactly one record batch per partition")
-        raise InvalidBatch(CORRUPT_MESSAGE, f"batch length {header.size} exceeds the {size} bytes sent")
+            raise InvalidBatch(
+                INVALID_RECORD,
+                "a produce request must carry exactly one record batch per partition",
+            )
+        raise InvalidBatch(
+            CORRUPT_MESSAGE, f"batch length {header.size} exceeds the {size} bytes sent"
+        )
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
         raise InvalidBatch(CORRUPT_MESSAGE, f"batch length {header.batch_length} is too small")
     if size > max_batch_bytes:
         raise InvalidBatch(
-            MESSAGE_TOO_LARGE, f"batch of {size} bytes is larger than the limit of {max_batch_bytes}"
+            MESSAGE_TOO_LARGE,
+            f"batch of {size} bytes is larger than the limit of {max_batch_bytes}",
         )
     if crc32c(memoryview(buf)[CRC_START:]) != header.crc:
         raise InvalidBatch(CORRUPT_MESSAGE, "record batch CRC-32C does not match")
@@ -123,7 +131,8 @@ def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int)
     if header.records_count <= 0 or header.last_offset_delta + 1 != header.records_count:
         raise InvalidBatch(
             INVALID_RECORD,
-            f"lastOffsetDelta {header.last_offset_delta} does not match {header.records_count} records",
+            f"lastOffsetDelta {header.last_offset_delta} does not match "
+            f"{header.records_count} records",
         )
     if header.is_control:
         raise InvalidBatch(INVALID_RECORD, "clients may not produce control batches")
