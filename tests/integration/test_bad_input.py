@@ -184,3 +184,23 @@ def test_good_batch_after_bad_ones_is_stored(broker) -> None:
     assert int(part.error_code) == 0
     assert part.base_offset == 0
     assert latest_offset(broker, "mixed") == 1
+
+
+def test_topic_compression_type_recompresses_batches(broker) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from chronik.records.reader import iter_batches, iter_records
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = NewTopic("zstd-topic", 1, 1, config={"compression.type": "zstd"})
+    admin.create_topics([topic])["zstd-topic"].result(15)
+    batch = build_batch(
+        [Record(timestamp=5, key=b"k", value=b"v" * 500, headers=())], compression=1
+    )
+    with RawClient(broker.bootstrap) as client:
+        response = client.request(produce_request("zstd-topic", batch))
+    assert int(response.responses[0].partition_responses[0].error_code) == 0
+    stored = broker.broker.catalog.get("zstd-topic").partitions[0].read(0, 10**6)
+    ((_, header),) = list(iter_batches(stored))
+    assert header.compression == 4
+    assert [(r.key, r.value) for r in iter_records(stored)] == [(b"k", b"v" * 500)]

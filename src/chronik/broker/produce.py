@@ -2,7 +2,8 @@
 
 Versions 0-2 carry message formats v0/v1, which chronik does not store. A batch
 is validated as bytes (header, CRC, offsets) and appended with its offset
-stamped in place; nothing of it is decoded.
+stamped in place; nothing of it is decoded. Only a topic whose compression.type
+names a codec other than the batch's has the records section recompressed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
 from chronik.records.batch import InvalidBatch, validate_produced
+from chronik.records.recompress import recompress, target_codec
 
 API_KEY = 0
 VERSIONS = (3, 11)
@@ -49,6 +51,9 @@ async def handle(ctx: RequestContext, request: Any, release: Callable[[], None])
                     raise InvalidBatch(errors.CORRUPT_MESSAGE, "null record set")
                 batch = bytearray(records)
                 header = validate_produced(batch, topic.log_config.max_message_bytes)
+                codec = target_codec(topic.log_config.compression_type)
+                if codec is not None and codec != header.compression:
+                    batch, header = recompress(batch, header, codec)
                 result = partition_log.append(batch, header, now)
             except Exception as exc:
                 code = getattr(exc, "code", None)
