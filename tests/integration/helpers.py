@@ -74,7 +74,8 @@ def sample_records(n: int = 60, seed: int = 0, binary: bool = True) -> list[Sent
             body = "".join(rnd.choice("abcdefghij klmnop") for _ in range(rnd.randrange(1, 80)))
             body = body.encode()
         value = f"v{i:05d}:".encode() + body
-        headers = (("trace", f"t-{i}".encode()), ("kind", b""), ("trace", b"\x00\xff"))
+        repeated = b"\x00\xff" if binary else b"again"
+        headers = (("trace", f"t-{i}".encode()), ("kind", b""), ("trace", repeated))
         out.append(Sent(key, value, headers, BASE_TS + i * 1000))
     return out
 
