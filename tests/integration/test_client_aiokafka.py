@@ -96,7 +96,8 @@ async def read(c: AIOKafkaConsumer, expected: int, timeout: float = POLL_TIMEOUT
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_round_trip_every_codec(broker, codec):
+def test_round_trip_every_codec(broker_process, codec):
+    broker = broker_process  # a real `chronik serve` process
     topic = topic_name(codec)
     sent = sample_records(90, seed=21)
 

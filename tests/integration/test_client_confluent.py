@@ -23,7 +23,8 @@ from .helpers import (
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_round_trip_every_codec(broker, codec):
+def test_round_trip_every_codec(broker_process, codec):
+    broker = broker_process  # a real `chronik serve` process
     topic = topic_name(codec)
     create_topic(broker.bootstrap, topic, partitions=3)
     sent = sample_records(90, seed=1)

@@ -88,7 +88,8 @@ def read(c: KafkaConsumer, expected: int, timeout: float = POLL_TIMEOUT) -> list
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_round_trip_every_codec(broker, codec):
+def test_round_trip_every_codec(broker_process, codec):
+    broker = broker_process  # a real `chronik serve` process
     topic = topic_name(codec)
     create_topic(broker.bootstrap, topic, 3)
     sent = sample_records(90, seed=11)

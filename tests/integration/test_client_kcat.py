@@ -86,7 +86,8 @@ NEEDS_PRODUCE_V0 = pytest.mark.xfail(
         for c in CODECS
     ],
 )
-def test_round_trip_every_codec(broker, codec):
+def test_round_trip_every_codec(broker_process, codec):
+    broker = broker_process  # a real `chronik serve` process
     topic = topic_name(codec)
     create_topic(broker.bootstrap, topic, partitions=3)
     sent = text_records(60, seed=31)
