@@ -1,0 +1,148 @@
+"""The bank-account domain: its events, how they fold into an account, and a generator.
+
+Events are JSON objects keyed by account id:
+``{"event_id": "...", "type": "AccountOpened" | "MoneyDeposited" | "MoneyWithdrawn" |
+"AccountClosed", "account_id": "acc-7", "at": <epoch ms>, "owner": "..." (opened),
+"amount": <cents> (deposit, withdrawal)}``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+EVENT_TYPES = ("AccountOpened", "MoneyDeposited", "MoneyWithdrawn", "AccountClosed")
+
+READ_MODEL_SCHEMA = StructType([
+    StructField("account_id", StringType()),
+    StructField("owner", StringType()),
+    StructField("status", StringType()),
+    StructField("balance", LongType()),
+    StructField("version", LongType()),
+    StructField("last_event_time", TimestampType()),
+    StructField("last_event_id", StringType()),
+])
+
+
+class DomainError(ValueError):
+    pass
+
+
+class BankFold:
+    """Folds one account's events; rule breaks raise, which dead-letters the event."""
+
+    read_model_schema = READ_MODEL_SCHEMA
+
+    def parse(self, key: bytes, value: bytes) -> dict[str, Any]:
+        event = json.loads(value)
+        if not isinstance(event, dict):
+            raise DomainError("event is not a JSON object")
+        if event.get("type") not in EVENT_TYPES:
+            raise DomainError(f"unknown event type {event.get('type')!r}")
+        for name in ("event_id", "account_id", "at"):
+            if name not in event:
+                raise DomainError(f"event has no {name}")
+        if event["account_id"] != key.decode():
+            raise DomainError("record key and account_id differ")
+        if event["type"] in ("MoneyDeposited", "MoneyWithdrawn"):
+            amount = event.get("amount")
+            if not isinstance(amount, int) or amount <= 0:
+                raise DomainError(f"amount must be a positive integer, got {amount!r}")
+        return event
+
+    def apply(self, state: dict[str, Any] | None, event: dict[str, Any]) -> dict[str, Any]:
+        kind = event["type"]
+        if kind == "AccountOpened":
+            if state is not None:
+                raise DomainError("account already opened")
+            state = {"account_id": event["account_id"], "owner": event.get("owner"),
+                     "status": "open", "balance": 0}
+        else:
+            if state is None:
+                raise DomainError(f"{kind} before AccountOpened")
+            if state["status"] != "open":
+                raise DomainError(f"{kind} on a closed account")
+            state = dict(state)
+            if kind == "MoneyDeposited":
+                state["balance"] += event["amount"]
+            elif kind == "MoneyWithdrawn":
+                if event["amount"] > state["balance"]:
+                    raise DomainError("insufficient funds")
+                state["balance"] -= event["amount"]
+            else:
+                state["status"] = "closed"
+        # ISO-8601 so Spark's from_json reads it as a timestamp.
+        at = datetime.fromtimestamp(event["at"] / 1000, UTC)
+        state["last_event_time"] = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        state["last_event_id"] = event["event_id"]
+        return state
+
+
+def generate(
+    accounts: int, events: int, seed: int = 7, bad_every: int = 97,
+    start_ms: int = 1_700_000_000_000,
+) -> list[tuple[bytes, bytes]]:
+    """A reproducible event history (key, value); every `bad_every`-th event is broken."""
+    rng = random.Random(seed)
+    out: list[tuple[bytes, bytes]] = []
+    slots = [f"acc-{n}" for n in range(accounts)]  # a closed account's slot gets a new account
+    balances: dict[str, int] = {}  # open accounts
+    reopened = 0
+    at = start_ms
+    for i in range(events):
+        at += rng.randint(1, 5000)
+        slot = rng.randrange(accounts)
+        acc = slots[slot]
+        event_id = str(uuid.UUID(int=rng.getrandbits(128)))
+        if bad_every and i % bad_every == bad_every - 1:
+            broken = rng.choice([
+                b"{not json",
+                json.dumps({"event_id": event_id, "type": "MoneyTeleported",
+                            "account_id": acc, "at": at}).encode(),
+                json.dumps({"event_id": event_id, "type": "MoneyWithdrawn", "account_id": acc,
+                            "at": at, "amount": 10**12}).encode(),
+            ])
+            out.append((acc.encode(), broken))
+            continue
+        if acc not in balances:
+            event = {"type": "AccountOpened", "owner": f"owner-{acc[4:]}"}
+            balances[acc] = 0
+        else:
+            kind = rng.choices(["MoneyDeposited", "MoneyWithdrawn", "AccountClosed"],
+                               weights=[60, 38, 2])[0]
+            if kind == "MoneyWithdrawn" and balances[acc] == 0:
+                kind = "MoneyDeposited"
+            event = {"type": kind}
+            if kind == "MoneyDeposited":
+                event["amount"] = rng.randint(1, 20_000)
+                balances[acc] += event["amount"]
+            elif kind == "MoneyWithdrawn":
+                event["amount"] = rng.randint(1, balances[acc])
+                balances[acc] -= event["amount"]
+            else:
+                del balances[acc]
+                reopened += 1
+                slots[slot] = f"acc-{accounts + reopened}"
+        event.update({"event_id": event_id, "account_id": acc, "at": at})
+        out.append((acc.encode(), json.dumps(event).encode()))
+    return out
+
+
+def expected_read_model(history: list[tuple[bytes, bytes]]) -> dict[str, dict[str, Any]]:
+    """The read model computed without Spark, per account, in produce order."""
+    fold = BankFold()
+    states: dict[str, dict[str, Any]] = {}
+    for key, value in history:
+        acc = key.decode()
+        try:
+            new = fold.apply(states.get(acc), fold.parse(key, value))
+        except Exception:  # noqa: BLE001 - dead-lettered, as the stream does
+            continue
+        new["version"] = states.get(acc, {}).get("version", 0) + 1
+        states[acc] = new
+    return states
