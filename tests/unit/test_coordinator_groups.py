@@ -360,3 +360,19 @@ def test_initial_delay_gathers_late_joiners_into_one_generation(delay_ms):
         assert gens == (1, 1)
     else:
         assert gens[1] == 2  # without the delay the late joiner forces a second generation
+
+
+def test_release_waiters_answers_held_joins_with_not_coordinator():
+    async def go():
+        c = coordinator()
+        a = await join(c)
+        await c.sync_group("g", 1, a.member_id, None, None, None, {})
+        held = asyncio.ensure_future(join(c))  # waits for a, which never rejoins
+        await asyncio.sleep(0.02)
+        assert not held.done()
+        c.release_waiters()
+        assert (await held).error == 16  # NOT_COORDINATOR
+        assert (await join(c)).error == 16
+        await c.stop()
+
+    run(go())

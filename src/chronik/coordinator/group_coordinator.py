@@ -142,6 +142,7 @@ class GroupCoordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._retention_timer: asyncio.TimerHandle | None = None
         self._running = False
+        self._closing = False
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -158,14 +159,21 @@ class GroupCoordinator:
         self._running = True
         self._schedule_retention()
 
-    async def stop(self) -> None:
-        self._running = False
-        if self._retention_timer is not None:
-            self._retention_timer.cancel()
+    def release_waiters(self) -> None:
+        """Answer every held JoinGroup/SyncGroup with NOT_COORDINATOR, as Kafka does when
+        it unloads a group, so a shutting-down broker need not wait out rebalance timeouts.
+        Members find the coordinator again once the broker is back."""
+        self._closing = True
         for group in self.groups.values():
             self._cancel_timers(group)
             for member in group.members.values():
                 self._finish_futures(member, int(E.not_coordinator))
+
+    async def stop(self) -> None:
+        self._running = False
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+        self.release_waiters()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
@@ -299,6 +307,8 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
     ) -> JoinResult:
+        if self._closing:
+            return JoinResult(int(E.not_coordinator), member_id=member_id)
         if not group_id:
             return JoinResult(int(E.invalid_group_id), member_id=member_id)
         if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
@@ -640,6 +650,8 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
+        if self._closing:
+            return SyncResult(int(E.not_coordinator))
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(int(E.unknown_member_id))
