@@ -13,6 +13,8 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from chronik.protocol import legacy
+
 
 def encode_request(request: Any, correlation_id: int = 1, client_id: str = "raw") -> bytes:
     body = io.BytesIO()
@@ -73,7 +75,9 @@ class RawClient:
         flexible = request.__flexible__ and request.__api_key__ != 18
         if flexible:
             offset += 1  # empty tagged fields of response header v1
-        cls = load_response_schema(request.__api_key__, request.__version__)
+        cls = legacy.response_class(request.__api_key__, request.__version__)
+        if cls is None:
+            cls = load_response_schema(request.__api_key__, request.__version__)
         response, _ = entity_reader(cls)(frame, offset)
         return response
 

@@ -1,4 +1,4 @@
-"""CreateTopics (API key 19), versions 2-7."""
+"""CreateTopics (API key 19), versions 0-7."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from chronik.protocol.compat import ZERO_UUID
 from chronik.storage.config import describe_topic_configs
 
 API_KEY = 19
-VERSIONS = (2, 7)
+VERSIONS = (0, 7)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -35,7 +35,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             try:
                 topic = broker.catalog.create_topic(
-                    name, partitions, configs, validate_only=request.validate_only
+                    name,
+                    partitions,
+                    configs,
+                    validate_only=getattr(request, "validate_only", False),
                 )
             except Exception as exc:
                 code = getattr(exc, "code", None)

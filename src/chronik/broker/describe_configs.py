@@ -1,4 +1,4 @@
-"""DescribeConfigs (API key 32), versions 1-4: topic and broker resources."""
+"""DescribeConfigs (API key 32), versions 0-4: topic and broker resources."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from chronik.storage.config import (
 )
 
 API_KEY = 32
-VERSIONS = (1, 4)
+VERSIONS = (0, 4)
 TOPIC = 2
 BROKER = 4
 

@@ -1,4 +1,4 @@
-"""ListOffsets (API key 2), versions 1-9.
+"""ListOffsets (API key 2), versions 0-9 (v0 answers a list of one offset).
 
 Timestamps: -1 latest, -2 earliest, -3 the record with the largest timestamp
 (v7+), -4 earliest local (v8+, the same as earliest here), otherwise the first
@@ -13,7 +13,7 @@ from chronik.broker.context import RequestContext
 from chronik.protocol import errors
 
 API_KEY = 2
-VERSIONS = (1, 9)
+VERSIONS = (0, 9)
 
 LATEST = -1
 EARLIEST = -2
@@ -57,6 +57,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=code,
                     timestamp=ts,
                     offset=offset,
+                    old_style_offsets=(offset,) if offset >= 0 else (),
                     leader_epoch=0 if code == errors.NONE else -1,
                 )
             )

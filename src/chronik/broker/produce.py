@@ -1,6 +1,7 @@
-"""Produce (API key 0), versions 3-11.
+"""Produce (API key 0), versions 0-11.
 
-Versions 0-2 carry message formats v0/v1, which chronik does not store. A batch
+Versions 0-2 may carry message formats v0/v1: those are converted to one record
+batch v2 (as Kafka up-converts), the only case where records are decoded. A batch
 is validated as bytes (header, CRC, offsets) and appended with its offset
 stamped in place; nothing of it is decoded. Only a topic whose compression.type
 names a codec other than the batch's has the records section recompressed.
@@ -16,10 +17,11 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
 from chronik.records.batch import InvalidBatch, validate_produced
+from chronik.records.legacy import is_legacy, up_convert
 from chronik.records.recompress import recompress, target_codec
 
 API_KEY = 0
-VERSIONS = (3, 11)
+VERSIONS = (0, 11)
 # The connection may start the next Produce once this one has appended.
 PIPELINED = True
 
@@ -49,6 +51,8 @@ async def handle(ctx: RequestContext, request: Any, release: Callable[[], None])
             try:
                 if records is None:
                     raise InvalidBatch(errors.CORRUPT_MESSAGE, "null record set")
+                if ctx.api_version < 3 and is_legacy(records):
+                    records = up_convert(records)
                 batch = bytearray(records)
                 header = validate_produced(batch, topic.log_config.max_message_bytes)
                 codec = target_codec(topic.log_config.compression_type)

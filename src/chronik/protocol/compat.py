@@ -14,10 +14,12 @@ from functools import cache
 from typing import Any
 from uuid import UUID
 
-from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.index import load_payload_module, load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+
+from chronik.protocol import legacy
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
@@ -75,17 +77,18 @@ def has_field(cls: type, name: str) -> bool:
 
 @cache
 def response_module(api_key: int, version: int) -> Any:
+    legacy_module = legacy.RESPONSES.get((api_key, version))
+    if legacy_module is not None:
+        return legacy_module
     return load_payload_module(api_key, version, EntityType.response)
 
 
 @cache
 def request_class(api_key: int, version: int) -> type:
+    legacy_class = legacy.REQUESTS.get((api_key, version))
+    if legacy_class is not None:
+        return legacy_class
     return load_request_schema(api_key, version)
-
-
-@cache
-def response_class(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
 
 
 @cache
