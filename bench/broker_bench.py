@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -204,6 +205,31 @@ def headline(row: dict[str, object]) -> str:
     return f"{row['records_per_s']:,.0f} records/s"
 
 
+def _first(version: object) -> str:
+    return str(version[0] if isinstance(version, tuple) else version)
+
+
+def chronik_revision() -> str:
+    """The checkout's commit, marked dirty when src/ has uncommitted changes."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return f"git {rev}{' (src/ modified)' if dirty else ''}"
+
+
 def machine() -> dict[str, object]:
     model = ""
     try:
@@ -218,7 +244,7 @@ def machine() -> dict[str, object]:
         "cpu_model": model,
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": _first(confluent_kafka.version()),
         "librdkafka": confluent_kafka.libversion()[0],
         "load_avg_at_start": os.getloadavg(),
     }
@@ -293,8 +319,10 @@ def main(argv: list[str] | None = None) -> int:
                 delete_topics(broker.bootstrap, topics)  # Tansu holds them all in memory
     finally:
         versions = {
-            name: (b.version() if isinstance(b, Tansu) else "") for name, b in brokers.items()
+            name: (b.version() if isinstance(b, Tansu) else chronik_revision())
+            for name, b in brokers.items()
         }
+        load_at_end = os.getloadavg()
         for broker in brokers.values():
             broker.stop()
 
@@ -305,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "mode": "quick" if args.quick else "full",
         "settings": settings.__dict__,
-        "machine": machine(),
+        "machine": {**machine(), "load_avg_at_end": load_at_end},
         "brokers": {
             name: {
                 "storage": storage.get(name),
