@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -154,3 +156,41 @@ def test_new_group_honours_auto_offset_reset(gbroker):
                 assert none.poll(timeout_ms=200) == {}
     finally:
         none.close()
+
+
+CRASHING_MEMBER = """
+import sys
+from kafka import KafkaConsumer
+c = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2],
+                  session_timeout_ms=2000, heartbeat_interval_ms=300)
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(timeout_ms=100)
+"""
+
+
+def test_killed_member_loses_partitions_after_session_timeout(gbroker):
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(gbroker.bootstrap, topic, 6)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_MEMBER, gbroker.bootstrap, group, topic],
+        stderr=subprocess.DEVNULL,
+    )
+    members = [Member(gbroker.bootstrap, group, topic) for _ in range(2)]
+    try:
+        for m in members:
+            m.start()
+        wait_until(
+            lambda: all(m.partitions for m in members)
+            and sum(len(m.partitions) for m in members) < 6,
+            "the subprocess member to own some partitions",
+        )
+        proc.kill()  # SIGKILL: no LeaveGroup
+        proc.wait()
+        wait_until(lambda: disjoint_cover(members, 6), "the survivors to own all 6 partitions")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for m in members:
+            m.stop()
