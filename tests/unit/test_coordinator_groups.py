@@ -5,8 +5,9 @@ import struct
 
 import pytest
 
+from chronik.coordinator.committed_offsets import CommitRequest
 from chronik.coordinator.group import GroupState
-from chronik.coordinator.group_coordinator import CommitRequest, GroupCoordinator
+from chronik.coordinator.group_coordinator import GroupCoordinator
 
 NONE = 0
 ILLEGAL_GENERATION = 22

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.coordinator.group_coordinator import CommitRequest
+from chronik.coordinator.committed_offsets import CommitRequest
 
 API_KEY = 8
 VERSIONS = (2, 9)

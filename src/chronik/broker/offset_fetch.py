@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.coordinator.group_coordinator import FetchedOffset
+from chronik.coordinator.committed_offsets import FetchedOffset
 
 API_KEY = 9
 VERSIONS = (1, 9)

@@ -4,7 +4,7 @@ Modelled on Kafka's GroupCoordinator (core/.../coordinator/group). JoinGroup and
 SyncGroup answers are futures completed when the rebalance gets there; session and
 rebalance timeouts are timers on the broker's event loop. Committed offsets and group
 metadata are kept in memory and persisted as records of __consumer_offsets through
-a GroupStore, which replays them at start.
+a GroupStore, which replays them at start; the offsets themselves are CommittedOffsets'.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from chronik.coordinator.committed_offsets import CommitRequest, CommittedOffsets, FetchedOffset
 from chronik.coordinator.group import (
     Group,
     GroupState,
@@ -31,14 +32,12 @@ from chronik.coordinator.offsets_codec import (
     GroupValue,
     MemberValue,
     OffsetKey,
-    OffsetValue,
     decode_group_value,
     decode_key,
-    decode_offset_value,
     encode_group_value,
     encode_key,
-    encode_offset_value,
 )
+from chronik.coordinator.offsets_topic import GroupStore, OffsetsTopic, Record
 
 log = logging.getLogger(__name__)
 
@@ -55,40 +54,6 @@ DEFAULTS = {
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
 }
-
-Record = tuple[bytes, bytes | None]
-
-
-class GroupStore(Protocol):
-    """Where group records go: one durable, ordered log per group."""
-
-    async def replay(self) -> Iterable[tuple[bytes, bytes | None, int]]:
-        """Every (key, value, position) written so far, in log order."""
-        ...
-
-    async def write(self, group_id: str, records: list[Record]) -> int:
-        """Append and fsync; returns the position of the last record."""
-        ...
-
-
-@dataclass(slots=True)
-class CommitRequest:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
-
-
-@dataclass(slots=True)
-class FetchedOffset:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str
-    error: int = NONE
-
 
 @dataclass(slots=True)
 class MemberSummary:
@@ -129,12 +94,8 @@ class GroupCoordinator:
         self.min_session_ms = int(config["group.min.session.timeout.ms"])
         self.max_session_ms = int(config["group.max.session.timeout.ms"])
         self.initial_delay_ms = int(config["group.initial.rebalance.delay.ms"])
-        self.max_metadata_bytes = int(config["offset.metadata.max.bytes"])
-        self.retention_ms = int(config["offsets.retention.minutes"]) * 60_000
         self.retention_check_ms = int(config["offsets.retention.check.interval.ms"])
         if store is None:
-            from chronik.coordinator.offsets_topic import OffsetsTopic
-
             store = OffsetsTopic(broker, config)
         self.store = store
         self._topic_partitions = topic_partitions or self._catalog_partitions
@@ -143,6 +104,14 @@ class GroupCoordinator:
         self._retention_timer: asyncio.TimerHandle | None = None
         self._running = False
         self._closing = False
+        self.offsets = CommittedOffsets(
+            self.groups,
+            store,
+            self._topic_partitions,
+            self._spawn,
+            int(config["offset.metadata.max.bytes"]),
+            int(config["offsets.retention.minutes"]) * 60_000,
+        )
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -181,16 +150,11 @@ class GroupCoordinator:
         try:
             key = decode_key(key_bytes)
             if isinstance(key, OffsetKey):
-                tp = (key.topic, key.partition)
-                if value is None:
-                    group = self.groups.get(key.group)
-                    if group is not None:
-                        group.offsets.pop(tp, None)
-                        group.offset_positions.pop(tp, None)
-                    return
-                group = self._get_or_create(key.group)
-                group.offsets[tp] = decode_offset_value(value)
-                group.offset_positions[tp] = position
+                group = self.groups.get(key.group)
+                if group is None and value is not None:
+                    group = self._get_or_create(key.group)
+                if group is not None:
+                    self.offsets.replay(group, key, value, position)
             else:
                 if value is None:
                     group = self.groups.pop(key.group, None)
@@ -810,62 +774,12 @@ class GroupCoordinator:
         error = self._check_commit(group, generation, member_id, instance_id)
         if error != NONE:
             return [error] * len(commits)
-        now = self._now_ms()
-        errors: list[int] = []
-        records: list[Record] = []
-        accepted: list[tuple[tuple[str, int], OffsetValue]] = []
-        for c in commits:
-            count = self._topic_partitions(c.topic)
-            if count is None or not 0 <= c.partition < count:
-                errors.append(int(E.unknown_topic_or_partition))
-                continue
-            metadata = c.metadata or ""
-            if len(metadata.encode()) > self.max_metadata_bytes:
-                errors.append(int(E.offset_metadata_too_large))
-                continue
-            value = OffsetValue(c.offset, c.leader_epoch, metadata, now)
-            records.append(
-                (encode_key(OffsetKey(group_id, c.topic, c.partition)), encode_offset_value(value))
-            )
-            accepted.append(((c.topic, c.partition), value))
-            errors.append(NONE)
-        if not records:
-            return errors
-        try:
-            last = await self.store.write(group_id, records)
-        except Exception:
-            log.exception("group %s: failed to write offsets", group_id)
-            return [int(E.coordinator_not_available) if e == NONE else e for e in errors]
-        first = last - len(records) + 1
-        group = self.groups.get(group_id)
-        if group is not None:
-            for i, (tp, value) in enumerate(accepted):
-                position = first + i
-                # Two concurrent commits may finish their fsync out of order; the log decides.
-                if group.offset_positions.get(tp, -1) < position:
-                    group.offsets[tp] = value
-                    group.offset_positions[tp] = position
-        return errors
+        return await self.offsets.commit(group, commits, self._now_ms())
 
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None
     ) -> tuple[int, list[FetchedOffset]]:
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
-        if topics is None:
-            return NONE, [
-                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata)
-                for (t, p), v in sorted(offsets.items())
-            ]
-        out = []
-        for topic, partitions in topics:
-            for p in partitions:
-                v = offsets.get((topic, p))
-                if v is None:
-                    out.append(FetchedOffset(topic, p, -1, -1, ""))
-                else:
-                    out.append(FetchedOffset(topic, p, v.offset, v.leader_epoch, v.metadata))
-        return NONE, out
+        return NONE, self.offsets.fetch(group_id, topics)
 
     async def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
@@ -878,43 +792,12 @@ class GroupCoordinator:
             if group.protocol_type != "consumer":
                 return int(E.non_empty_group), []
             subscribed = group.subscribed_topics() or set()
-        errors = []
-        records: list[Record] = []
-        for topic, p in partitions:
-            if topic in subscribed:
-                errors.append(int(E.group_subscribed_to_topic))
-                continue
-            if self._topic_partitions(topic) is None:
-                errors.append(int(E.unknown_topic_or_partition))
-                continue
-            errors.append(NONE)
-            if (topic, p) in group.offsets:
-                records.append((encode_key(OffsetKey(group_id, topic, p)), None))
-                del group.offsets[(topic, p)]
-                group.offset_positions.pop((topic, p), None)
-        if records:
-            await self.store.write(group_id, records)
-        return NONE, errors
+        return NONE, await self.offsets.delete(group, partitions, subscribed)
 
     def on_topic_deleted(self, topic: str) -> asyncio.Task[None] | None:
-        """Forget every group's offsets of a deleted topic, and tombstone them."""
-        writes: dict[str, list[Record]] = {}
-        for group in self.groups.values():
-            for tp in [tp for tp in group.offsets if tp[0] == topic]:
-                del group.offsets[tp]
-                group.offset_positions.pop(tp, None)
-                key = encode_key(OffsetKey(group.group_id, tp[0], tp[1]))
-                writes.setdefault(group.group_id, []).append((key, None))
-        if not writes:
-            return None
-        return self._spawn(self._write_all(writes))
-
-    async def _write_all(self, writes: dict[str, list[Record]]) -> None:
-        for group_id, records in writes.items():
-            try:
-                await self.store.write(group_id, records)
-            except Exception:
-                log.exception("group %s: failed to write tombstones", group_id)
+        """Forget every group's offsets of a deleted topic (tombstones are written in
+        the background; offsets of topics missing at start are dropped again)."""
+        return self.offsets.forget_topic(topic)
 
     # ---------------------------------------------------------------- retention
 
@@ -927,24 +810,7 @@ class GroupCoordinator:
         )
 
     def _expire_offsets(self) -> None:
-        """Kafka's offsets.retention.minutes: offsets of an empty group expire."""
-        now = self._now_ms()
-        writes: dict[str, list[Record]] = {}
-        for group in list(self.groups.values()):
-            if group.state is not GroupState.EMPTY:
-                continue
-            for tp, v in list(group.offsets.items()):
-                if v.commit_timestamp >= 0 and v.commit_timestamp + self.retention_ms < now:
-                    del group.offsets[tp]
-                    group.offset_positions.pop(tp, None)
-                    key = encode_key(OffsetKey(group.group_id, tp[0], tp[1]))
-                    writes.setdefault(group.group_id, []).append((key, None))
-            if not group.offsets and group.group_id in writes:
-                writes[group.group_id].append((encode_key(GroupKey(group.group_id)), None))
-                group.state = GroupState.DEAD
-                del self.groups[group.group_id]
-        if writes:
-            self._spawn(self._write_all(writes))
+        self.offsets.expire(self._now_ms())
         self._schedule_retention()
 
     # ---------------------------------------------------------------- admin
@@ -999,10 +865,7 @@ class GroupCoordinator:
             if not group.is_empty() or group.state is not GroupState.EMPTY:
                 errors.append(int(E.non_empty_group))
                 continue
-            records: list[Record] = [
-                (encode_key(OffsetKey(group_id, t, p)), None) for t, p in group.offsets
-            ]
-            records.append((encode_key(GroupKey(group_id)), None))
+            records = CommittedOffsets.tombstones(group)
             self._cancel_timers(group)
             group.state = GroupState.DEAD
             del self.groups[group_id]

@@ -10,18 +10,33 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from chronik.coordinator.offsets_codec import partition_for
+from chronik.records import builder
 from chronik.records.batch import read_header
-from chronik.records.builder import Record, build_batch
 from chronik.records.reader import iter_batches, iter_records
 
 log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
 READ_CHUNK = 1 << 20
+
+# A key and a value (None: tombstone), both encoded by offsets_codec.
+Record = tuple[bytes, bytes | None]
+
+
+class GroupStore(Protocol):
+    """Where group records go: one durable, ordered log per group."""
+
+    async def replay(self) -> Iterable[tuple[bytes, bytes | None, int]]:
+        """Every (key, value, position) written so far, in log order."""
+        ...
+
+    async def write(self, group_id: str, records: list[Record]) -> int:
+        """Append and fsync; returns the position of the last record."""
+        ...
 
 
 class OffsetsTopic:
@@ -84,7 +99,7 @@ class OffsetsTopic:
         index = partition_for(group_id, self.num_partitions)
         plog = topic.partitions[index]
         now = self.broker.now_ms()
-        batch = bytearray(build_batch([Record(now, k, v) for k, v in records]))
+        batch = bytearray(builder.build_batch([builder.Record(now, k, v) for k, v in records]))
         lock = self._locks.setdefault(index, asyncio.Lock())
         async with lock:
             result = plog.append(batch, read_header(batch), now)

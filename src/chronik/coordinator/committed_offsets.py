@@ -1,0 +1,196 @@
+"""Committed offsets of every group: commit, fetch, delete, expire.
+
+Each change is an OffsetCommit record (or tombstone) of __consumer_offsets written
+through the GroupStore; the in-memory map is what OffsetFetch reads. Membership checks
+(generation, member id) are the coordinator's, made before it calls in here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from chronik.coordinator.group import Group, GroupState
+from chronik.coordinator.offsets_codec import (
+    GroupKey,
+    OffsetKey,
+    OffsetValue,
+    decode_offset_value,
+    encode_key,
+    encode_offset_value,
+)
+from chronik.coordinator.offsets_topic import GroupStore, Record
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+NONE = int(E.none)
+
+
+@dataclass(slots=True)
+class CommitRequest:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: int = NONE
+
+
+def _forget(group: Group, tp: tuple[str, int]) -> Record:
+    group.offsets.pop(tp, None)
+    group.offset_positions.pop(tp, None)
+    return encode_key(OffsetKey(group.group_id, tp[0], tp[1])), None
+
+
+class CommittedOffsets:
+    def __init__(
+        self,
+        groups: dict[str, Group],
+        store: GroupStore,
+        topic_partitions: Callable[[str], int | None],
+        spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]],
+        max_metadata_bytes: int,
+        retention_ms: int,
+    ) -> None:
+        self.groups = groups
+        self.store = store
+        self.topic_partitions = topic_partitions
+        self.spawn = spawn
+        self.max_metadata_bytes = max_metadata_bytes
+        self.retention_ms = retention_ms
+
+    def replay(self, group: Group, key: OffsetKey, value: bytes | None, position: int) -> None:
+        tp = (key.topic, key.partition)
+        if value is None:
+            _forget(group, tp)
+            return
+        group.offsets[tp] = decode_offset_value(value)
+        group.offset_positions[tp] = position
+
+    async def commit(self, group: Group, commits: list[CommitRequest], now: int) -> list[int]:
+        """One error code per commit, in order."""
+        errors: list[int] = []
+        records: list[Record] = []
+        accepted: list[tuple[tuple[str, int], OffsetValue]] = []
+        for c in commits:
+            count = self.topic_partitions(c.topic)
+            if count is None or not 0 <= c.partition < count:
+                errors.append(int(E.unknown_topic_or_partition))
+                continue
+            metadata = c.metadata or ""
+            if len(metadata.encode()) > self.max_metadata_bytes:
+                errors.append(int(E.offset_metadata_too_large))
+                continue
+            value = OffsetValue(c.offset, c.leader_epoch, metadata, now)
+            key = encode_key(OffsetKey(group.group_id, c.topic, c.partition))
+            records.append((key, encode_offset_value(value)))
+            accepted.append(((c.topic, c.partition), value))
+            errors.append(NONE)
+        if not records:
+            return errors
+        try:
+            last = await self.store.write(group.group_id, records)
+        except Exception:
+            log.exception("group %s: failed to write offsets", group.group_id)
+            return [int(E.coordinator_not_available) if e == NONE else e for e in errors]
+        first = last - len(records) + 1
+        for i, (tp, value) in enumerate(accepted):
+            position = first + i
+            # Concurrent commits may finish their fsyncs out of order; the log decides.
+            if group.offset_positions.get(tp, -1) < position:
+                group.offsets[tp] = value
+                group.offset_positions[tp] = position
+        return errors
+
+    def fetch(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> list[FetchedOffset]:
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if topics is None:
+            return [
+                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata)
+                for (t, p), v in sorted(offsets.items())
+            ]
+        out = []
+        for topic, partitions in topics:
+            for p in partitions:
+                v = offsets.get((topic, p))
+                if v is None:
+                    out.append(FetchedOffset(topic, p, -1, -1, ""))
+                else:
+                    out.append(FetchedOffset(topic, p, v.offset, v.leader_epoch, v.metadata))
+        return out
+
+    async def delete(
+        self, group: Group, partitions: list[tuple[str, int]], subscribed: set[str]
+    ) -> list[int]:
+        errors = []
+        records: list[Record] = []
+        for topic, p in partitions:
+            if topic in subscribed:
+                errors.append(int(E.group_subscribed_to_topic))
+            elif self.topic_partitions(topic) is None:
+                errors.append(int(E.unknown_topic_or_partition))
+            else:
+                errors.append(NONE)
+                if (topic, p) in group.offsets:
+                    records.append(_forget(group, (topic, p)))
+        if records:
+            await self.store.write(group.group_id, records)
+        return errors
+
+    @staticmethod
+    def tombstones(group: Group) -> list[Record]:
+        """Records that delete the group and all its offsets."""
+        records = [_forget(group, tp) for tp in list(group.offsets)]
+        records.append((encode_key(GroupKey(group.group_id)), None))
+        return records
+
+    def forget_topic(self, topic: str) -> asyncio.Task[None] | None:
+        """Forget every group's offsets of a deleted topic, and tombstone them."""
+        writes: dict[str, list[Record]] = {}
+        for group in self.groups.values():
+            for tp in [tp for tp in group.offsets if tp[0] == topic]:
+                writes.setdefault(group.group_id, []).append(_forget(group, tp))
+        return self.spawn(self._write_all(writes)) if writes else None
+
+    def expire(self, now: int) -> None:
+        """Kafka's offsets.retention.minutes: offsets of an Empty group expire once it has
+        been empty that long; offsets of a group never managed by us, by commit time."""
+        writes: dict[str, list[Record]] = {}
+        for group in list(self.groups.values()):
+            if group.state is not GroupState.EMPTY:
+                continue
+            for tp, v in list(group.offsets.items()):
+                since = group.state_timestamp if group.protocol_type else v.commit_timestamp
+                if since >= 0 and since + self.retention_ms < now:
+                    writes.setdefault(group.group_id, []).append(_forget(group, tp))
+            if not group.offsets and group.group_id in writes:
+                writes[group.group_id].append((encode_key(GroupKey(group.group_id)), None))
+                group.state = GroupState.DEAD
+                del self.groups[group.group_id]
+        if writes:
+            self.spawn(self._write_all(writes))
+
+    async def _write_all(self, writes: dict[str, list[Record]]) -> None:
+        for group_id, records in writes.items():
+            try:
+                await self.store.write(group_id, records)
+            except Exception:
+                log.exception("group %s: failed to write tombstones", group_id)
