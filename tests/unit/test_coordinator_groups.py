@@ -8,6 +8,7 @@ import pytest
 from chronik.coordinator.committed_offsets import CommitRequest
 from chronik.coordinator.group import GroupState
 from chronik.coordinator.group_coordinator import GroupCoordinator
+from chronik.coordinator.offsets_codec import OffsetValue
 
 NONE = 0
 ILLEGAL_GENERATION = 22
@@ -374,6 +375,44 @@ def test_release_waiters_answers_held_joins_with_not_coordinator():
         c.release_waiters()
         assert (await held).error == 16  # NOT_COORDINATOR
         assert (await join(c)).error == 16
+        await c.stop()
+
+    run(go())
+
+
+def test_offsets_of_an_empty_group_expire_after_retention():
+    async def go():
+        store = MemoryStore()
+        c = coordinator(store, **{"offsets.retention.minutes": "1"})
+        await c.commit_offsets("old", -1, "", None, [CommitRequest("t", 0, 5, -1, None)])
+        await c.commit_offsets("new", -1, "", None, [CommitRequest("t", 0, 6, -1, None)])
+        commit_ts = c.groups["old"].offsets[("t", 0)].commit_timestamp
+        c.groups["new"].offsets[("t", 0)] = OffsetValue(6, -1, "", commit_ts + 120_000)
+        c.offsets.expire(commit_ts + 61_000)
+        await asyncio.sleep(0.01)
+        assert "old" not in c.groups
+        assert c.fetch_offsets("new", None)[1][0].offset == 6
+        restarted = coordinator(store)
+        await restarted.start()
+        assert "old" not in restarted.groups
+        await restarted.stop()
+        await c.stop()
+
+    run(go())
+
+
+def test_pending_member_that_never_joins_does_not_hold_up_the_rebalance():
+    async def go():
+        c = coordinator()
+        a = await join(c)
+        await c.sync_group("g", 1, a.member_id, None, None, None, {})
+        pending = await join(c, session=100, require_known=True)
+        assert pending.error == MEMBER_ID_REQUIRED
+        # a rejoins as leader; the group waits for the pending id only until it expires.
+        again = await join(c, member=a.member_id)
+        assert (again.error, again.generation) == (NONE, 2)
+        late = await join(c, member=pending.member_id, session=100, require_known=True)
+        assert late.error == UNKNOWN_MEMBER_ID
         await c.stop()
 
     run(go())
