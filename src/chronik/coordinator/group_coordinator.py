@@ -164,7 +164,10 @@ class GroupCoordinator:
                 # Members must rejoin after a restart, as with a moved Kafka coordinator.
                 group.generation = meta.generation
                 group.protocol_type = meta.protocol_type or None
-                group.state_timestamp = meta.current_state_timestamp
+                # A group that had members became Empty just now, by restarting.
+                group.state_timestamp = (
+                    self._now_ms() if meta.members else meta.current_state_timestamp
+                )
         except ValueError as e:
             log.warning("skipping unreadable __consumer_offsets record: %s", e)
 
