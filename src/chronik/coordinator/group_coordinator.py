@@ -44,12 +44,13 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 NONE = int(E.none)
 
-# Broker configs (Kafka's names) and our defaults. Kafka delays a first rebalance by
-# 3 s to gather members; we default lower so a group forms quickly.
+# Broker configs (Kafka's names) and the defaults used when the broker has none. Kafka
+# delays a first rebalance by 3 s to gather members; 300 ms still gathers consumers
+# started together, so they do not wait for each other's next heartbeat (3 s).
 DEFAULTS = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
-    "group.initial.rebalance.delay.ms": "100",
+    "group.initial.rebalance.delay.ms": "300",
     "offset.metadata.max.bytes": "4096",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
