@@ -46,8 +46,8 @@ def create_topics(bootstrap: str, partitions: int = 3) -> None:
         NewTopic(T.dead, 1, 1),
     ]
     existing = admin.list_topics(timeout=30).topics
-    futures = admin.create_topics([t for t in wanted if t.topic not in existing])
-    for f in futures.values():
+    missing = [t for t in wanted if t.topic not in existing]
+    for f in (admin.create_topics(missing) if missing else {}).values():
         f.result(30)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import signal
@@ -111,16 +112,19 @@ def test_projection_read_model_dead_letters_and_replay(spark, bootstrap, tmp_pat
 
 @pytest.mark.slow
 def test_killed_projection_ends_like_an_uninterrupted_one(spark, bootstrap, tmp_path):
-    prefix, history = _setup(bootstrap, events=1500)
+    prefix, history = _setup(bootstrap, events=1000)
     work = tmp_path / "work"
     cfg = _cfg(bootstrap, prefix, work, max_offsets=60)
-    env = dict(os.environ)
+    # Without the parent's gateway variables the child starts a JVM of its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+    log = open(tmp_path / "projection.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, str(BANK / "run.py"), "project", "--bootstrap-server", bootstrap,
          "--workdir", str(work), "--topic-prefix", prefix, "--master", "local[1]",
          "--max-offsets-per-trigger", "60"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
+    log.close()
     try:
         deadline = time.monotonic() + 240
         parquet = Path(cfg.parquet_path)
@@ -128,14 +132,18 @@ def test_killed_projection_ends_like_an_uninterrupted_one(spark, bootstrap, tmp_
             done = list(parquet.glob("batch_id=*/_SUCCESS")) if parquet.exists() else []
             if len(done) >= 3:
                 break
-            assert proc.poll() is None, "the projection process exited early"
+            if proc.poll() is not None:
+                pytest.fail("the projection exited early:\n"
+                            + (tmp_path / "projection.log").read_text(errors="replace")[-3000:])
             time.sleep(0.5)
         else:
             pytest.fail("the projection made no progress in 240s")
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # kill -9, mid-stream, with its JVM
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # kill -9, mid-stream, with its JVM
         proc.wait()
-    _run_to_end(spark, cfg)
+    # Restarted on the same checkpoint; bigger batches after the replayed one, to finish sooner.
+    _run_to_end(spark, dataclasses.replace(cfg, max_offsets_per_trigger=600))
     expected = _expected(history)
     assert _as_dicts(read_model_from_parquet(spark, cfg.parquet_path, "account_id").collect()) \
         == expected
