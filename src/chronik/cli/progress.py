@@ -24,7 +24,10 @@ class Progress:
             return
         self.drawn_at = now
         rate = done / max(now - self.started, 1e-9)
-        text = f" {done}/{self.total} {self.unit} {rate:,.0f}/s"
+        # Fixed-width text keeps the bar from jumping as the numbers grow.
+        text = f" {done}/{self.total} {self.unit} {rate:,.0f}/s".ljust(
+            2 * len(str(self.total)) + 30
+        )
         width = max(shutil.get_terminal_size((80, 20)).columns - len(text) - 8, 10)
         filled = int(width * min(done / self.total, 1.0))
         percent = 100 * min(done / self.total, 1.0)
