@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_END,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .helpers import (
@@ -232,3 +241,102 @@ def test_idempotent_producer_survives_broker_restart(broker):
     assert not fatal, fatal
     got = confluent_read(broker.bootstrap, topic, 1, 40)
     assert_round_trip(sent, got, partitions=1)
+
+
+def test_null_keys_values_and_no_headers(broker):
+    topic = topic_name("nulls")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "gzip"})
+    producer.produce(topic, key=None, value=b"no key", timestamp=BASE_TS)
+    producer.produce(topic, key=b"tombstone", value=None, timestamp=BASE_TS + 1)
+    producer.produce(topic, key=b"", value=b"", timestamp=BASE_TS + 2)
+    assert producer.flush(POLL_TIMEOUT) == 0
+    got = confluent_read(broker.bootstrap, topic, 1, 3)
+    assert [(g.offset, g.key, g.value, g.headers) for g in got] == [
+        (0, None, b"no key", ()),
+        (1, b"tombstone", None, ()),
+        (2, b"", b"", ()),
+    ]
+
+
+def test_small_fetch_limits_still_make_progress(broker):
+    """A batch bigger than max.partition.fetch.bytes / fetch.max.bytes is still
+    returned whole (KIP-74), so a consumer with small limits is never stuck."""
+    topic = topic_name("fetchlimits")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    sent = [
+        r.__class__(r.key, r.value + bytes(6000), r.headers, r.timestamp)
+        for r in sample_records(40, seed=10)
+    ]
+    confluent_produce(broker.bootstrap, topic, sent, **{"batch.num.messages": 5})
+    got = confluent_read(
+        broker.bootstrap,
+        topic,
+        2,
+        len(sent),
+        **{
+            "max.partition.fetch.bytes": 1024,
+            "fetch.max.bytes": 2048,
+            "message.max.bytes": 1000,
+        },
+    )
+    assert_round_trip(sent, got, partitions=2)
+
+
+def test_oversized_record_is_refused(broker_factory):
+    broker = broker_factory({"message.max.bytes": "20000"})
+    topic = topic_name("toolarge")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 1_000_000})
+    results = []
+    producer.produce(topic, value=bytes(50_000), on_delivery=lambda err, msg: results.append(err))
+    assert producer.flush(POLL_TIMEOUT) == 0
+    # Separately: a batch holding both would be refused as a whole, as Kafka does.
+    producer.produce(topic, value=b"small", on_delivery=lambda err, msg: results.append(err))
+    assert producer.flush(POLL_TIMEOUT) == 0
+    assert results[0] is not None and results[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert results[1] is None
+    got = confluent_read(broker.bootstrap, topic, 1, 1)
+    assert [(g.offset, g.value) for g in got] == [(0, b"small")]
+
+
+def test_log_append_time_topic(broker):
+    topic = topic_name("appendtime")
+    create_topic(
+        broker.bootstrap, topic, partitions=1, **{"message.timestamp.type": "LogAppendTime"}
+    )
+    before = int(time.time() * 1000)
+    confluent_produce(broker.bootstrap, topic, sample_records(10, seed=11))
+    after = int(time.time() * 1000)
+    consumer = _consumer(broker.bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        msgs = [_next(consumer) for _ in range(10)]
+    finally:
+        consumer.close()
+    for m in msgs:
+        kind, ts = m.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME
+        assert before - 1000 <= ts <= after + 1000
+
+
+def test_topic_compression_type_recompresses(broker):
+    topic = topic_name("topiccodec")
+    create_topic(broker.bootstrap, topic, partitions=1, **{"compression.type": "zstd"})
+    sent = sample_records(30, seed=12)
+    confluent_produce(broker.bootstrap, topic, sent, **{"compression.type": "gzip"})
+    got = confluent_read(broker.bootstrap, topic, 1, len(sent))
+    assert_round_trip(sent, got, partitions=1)
+    assert_stored_with(broker.bootstrap, topic, 1, "zstd")
+
+
+def test_produce_to_unknown_topic_without_auto_create(broker_factory):
+    broker = broker_factory({"auto.create.topics.enable": "false"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 5000})
+    results = []
+    producer.produce("nowhere", value=b"x", on_delivery=lambda err, msg: results.append(err))
+    producer.flush(30)
+    assert len(results) == 1 and results[0] is not None
+    assert results[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._MSG_TIMED_OUT)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert "nowhere" not in admin.list_topics(timeout=30).topics
