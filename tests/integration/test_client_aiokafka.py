@@ -65,9 +65,10 @@ async def produce(bootstrap: str, topic: str, records, **config) -> list:
         await producer.stop()
 
 
-def consumer(bootstrap: str) -> AIOKafkaConsumer:
+def consumer(bootstrap: str, **config) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
+        **config,
         group_id=None,
         enable_auto_commit=False,
         request_timeout_ms=TIMEOUT_MS + 5000,
@@ -110,7 +111,10 @@ def test_round_trip_every_codec(broker_process, codec):
             acks="all",
             compression_type=None if codec == "none" else codec,
         )
-        c = consumer(broker.bootstrap)
+        # read_committed: the last stable offset must track the end of the log.
+        c = consumer(
+            broker.bootstrap, isolation_level="read_committed", max_partition_fetch_bytes=2048
+        )
         await c.start()
         try:
             partitions = [TopicPartition(topic, p) for p in range(3)]
