@@ -43,7 +43,11 @@ class GroupCommitter:
             loop = asyncio.get_running_loop()
             self.fsyncs += 1
             started = time.perf_counter()
-            await loop.run_in_executor(self._executor, _fdatasync, segment)
+            try:
+                await loop.run_in_executor(self._executor, _fdatasync, segment)
+            except RuntimeError:
+                # The interpreter is exiting and thread pools take no more work.
+                _fdatasync(segment)
             if self.on_fsync is not None:
                 self.on_fsync(time.perf_counter() - started)
             log.mark_durable(seq)
