@@ -8,7 +8,8 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
-from tests.integration.helpers import create_topic
+
+from .helpers import create_topic
 
 GROUP_CONFIG = {
     "group.min.session.timeout.ms": "1000",

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from tests.integration.helpers import create_topic, wait_until
+
+from .helpers import create_topic, wait_until
 
 # Short session timeouts keep the crash test quick; the broker must allow them.
 GROUP_CONFIG = {

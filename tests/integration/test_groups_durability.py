@@ -7,7 +7,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from tests.integration.helpers import create_topic
+
+from .helpers import create_topic
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, tuple]:

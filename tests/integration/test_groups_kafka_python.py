@@ -11,7 +11,8 @@ import uuid
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.errors import NoOffsetForPartitionError
-from tests.integration.helpers import create_topic, wait_until
+
+from .helpers import create_topic, wait_until
 
 GROUP_CONFIG = {
     "group.min.session.timeout.ms": "1000",

@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from tests.integration.helpers import RawClient, create_topic, request_class
 
 from chronik.protocol.compat import build
+
+from .helpers import RawClient, create_topic, request_class
 
 NONE = 0
 UNKNOWN_MEMBER_ID = 25
