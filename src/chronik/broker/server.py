@@ -117,6 +117,10 @@ class Broker:
         """Stop accepting, finish in-flight requests, flush, close."""
         if self._server is not None:
             self._server.close()
+        if self.coordinator is not None:
+            # Held JoinGroup/SyncGroup requests are answered NOT_COORDINATOR now
+            # rather than when their rebalance would time out.
+            self.coordinator.release_waiters()
         await asyncio.gather(*(c.drain_and_close() for c in list(self._connections)))
         for task in self._tasks:
             task.cancel()
