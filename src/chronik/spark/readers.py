@@ -56,11 +56,11 @@ def plan_ranges(
     out: list[OffsetRange] = []
     for r in ranges:
         size = r.end - r.start
-        parts = max(1, math.floor(size / total * min_partitions))
-        step = math.ceil(size / parts)
+        parts = max(1, min(size, math.floor(size / total * min_partitions)))
+        bounds = [r.start + size * i // parts for i in range(parts + 1)]
         out.extend(
-            OffsetRange(r.topic, r.partition, s, min(s + step, r.end))
-            for s in range(r.start, r.end, step)
+            OffsetRange(r.topic, r.partition, lo, hi)
+            for lo, hi in zip(bounds, bounds[1:], strict=False)
         )
     return out
 
