@@ -69,7 +69,9 @@ def sample_records(n: int = 60, seed: int = 0, binary: bool = True) -> list[Sent
     for i in range(n):
         key = f"key-{i % 7}".encode()
         if binary:
-            body = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 200)))
+            # Low-entropy binary (NULs and 0xff among a few letters), so every codec
+            # shrinks it: clients send a batch uncompressed when compression does not help.
+            body = bytes(rnd.choice(b"\x00\xffabc") for _ in range(rnd.randrange(0, 200)))
         else:
             body = "".join(rnd.choice("abcdefghij klmnop") for _ in range(rnd.randrange(1, 80)))
             body = body.encode()
@@ -378,6 +380,8 @@ def stored_batches(bootstrap: str, topic: str, partitions: int) -> list[Any]:
 
 
 def assert_stored_with(bootstrap: str, topic: str, partitions: int, codec: str) -> None:
-    """Every stored batch carries the client's codec: the broker kept its bytes."""
+    """Stored batches carry the client's codec: the broker kept its bytes. A client may
+    still send a small batch uncompressed when compressing would not shrink it."""
     codecs = {h.attributes & 0x07 for h in stored_batches(bootstrap, topic, partitions)}
-    assert codecs == {CODEC_IDS[codec]}, f"stored codecs {codecs}, produced {codec}"
+    assert CODEC_IDS[codec] in codecs, f"stored codecs {codecs}, produced {codec}"
+    assert codecs <= {0, CODEC_IDS[codec]}, f"stored codecs {codecs}, produced {codec}"

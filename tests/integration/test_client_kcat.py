@@ -67,25 +67,10 @@ def text_records(n: int, seed: int) -> list[Sent]:
     return sample_records(n, seed=seed, binary=False)
 
 
-# Older librdkafka (kcat's 2.0.2) compresses gzip, snappy and lz4
-# only if the broker's advertised Produce range reaches down to v0
-# (rdkafka_msgset_writer.c: rd_kafka_broker_ApiVersion_supported(Produce, 0, 0));
-# otherwise it logs "Broker does not support compression type" and sends the batch
-# uncompressed. zstd needs an overlap with 0..7 and is unaffected.
-NEEDS_PRODUCE_V0 = pytest.mark.xfail(
-    reason="broker advertises Produce 3-11; librdkafka 2.0.2 then sends gzip/snappy/lz4 "
-    "batches uncompressed",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "codec",
-    [
-        pytest.param(c, marks=NEEDS_PRODUCE_V0) if c in ("gzip", "snappy", "lz4") else c
-        for c in CODECS
-    ],
-)
+# Older librdkafka (kcat's 2.0.2) compresses gzip, snappy and lz4 only if the broker's
+# advertised Produce range reaches down to v0 (rdkafka_msgset_writer.c); otherwise it
+# sends those batches uncompressed. `assert_stored_with` catches that.
+@pytest.mark.parametrize("codec", CODECS)
 def test_round_trip_every_codec(broker_process, codec):
     broker = broker_process  # a real `chronik serve` process
     topic = topic_name(codec)
