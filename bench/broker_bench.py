@@ -246,7 +246,6 @@ def machine() -> dict[str, object]:
         "python": platform.python_version(),
         "confluent_kafka": _first(confluent_kafka.version()),
         "librdkafka": confluent_kafka.libversion()[0],
-        "load_avg_at_start": os.getloadavg(),
     }
 
 
@@ -291,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, dict[str, list[dict]]] = {name: {} for name in names}
     startup_errors: dict[str, str] = {}
     started = time.time()
+    load_at_start = os.getloadavg()
     try:
         for name in names:
             broker = BROKERS[name]()
@@ -333,7 +333,11 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "mode": "quick" if args.quick else "full",
         "settings": settings.__dict__,
-        "machine": {**machine(), "load_avg_at_end": load_at_end},
+        "machine": {
+            **machine(),
+            "load_avg_at_start": load_at_start,
+            "load_avg_at_end": load_at_end,
+        },
         "brokers": {
             name: {
                 "storage": storage.get(name),
