@@ -175,3 +175,45 @@ def test_producers_are_independent(broker, topic):
         assert send(raw, topic, batch(6, 1, *a, 3)) == (NONE, 6)
         stored = stored_values(raw, topic)
     assert stored == list(enumerate(values(0, 7)))
+
+
+def test_retry_is_deduplicated_after_kill_9(broker_process):
+    """acks=all answered means the batch, and the producer state it implies, survive a
+    SIGKILL: the retry after restart is answered with the first offsets."""
+    broker = broker_process
+    topic = topic_name("idemkill")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    with RawClient(broker.bootstrap) as raw:
+        pid, epoch = init_producer(raw)
+        assert send(raw, topic, batch(0, 3, pid, epoch, 0)) == (NONE, 0)
+        last = batch(3, 3, pid, epoch, 3)
+        assert send(raw, topic, last) == (NONE, 3)
+    broker.kill()
+    broker.start()
+    with RawClient(broker.bootstrap) as raw:
+        assert send(raw, topic, last) == (NONE, 3)
+        assert send(raw, topic, batch(6, 1, pid, epoch, 6)) == (NONE, 6)
+        stored = stored_values(raw, topic)
+    assert stored == list(enumerate(values(0, 7)))
+
+
+def test_retry_is_deduplicated_across_segments_and_restart(broker_factory):
+    """Producer state spans segment rolls: the last five batches sit in several
+    segments, and all of them are still recognised after a restart."""
+    broker = broker_factory({"log.segment.bytes": "1024"})
+    topic = topic_name("idemroll")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    with RawClient(broker.bootstrap) as raw:
+        pid, epoch = init_producer(raw)
+        batches = [batch(i * 10, 10, pid, epoch, i * 10) for i in range(8)]
+        for i, b in enumerate(batches):
+            assert send(raw, topic, b) == (NONE, i * 10)
+    broker.restart()
+    with RawClient(broker.bootstrap) as raw:
+        for i in range(3, 8):
+            assert send(raw, topic, batches[i]) == (NONE, i * 10)
+        assert send(raw, topic, batches[2])[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        stored = stored_values(raw, topic)
+    assert stored == list(enumerate(values(0, 80)))
+    segments = list((broker.data_dir / f"{topic}-0").glob("*.log"))
+    assert len(segments) > 2, "the test meant the batches to span several segments"
