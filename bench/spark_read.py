@@ -91,8 +91,9 @@ def main() -> int:
 
         profile = profile_reader(bootstrap, topic, partition=0)
         print(f"reader alone, one core, partition 0 ({profile['records']:,} records): "
-              f"consume {profile['consume_rows_per_s']:,.0f} rows/s, consume+Arrow "
-              f"{profile['arrow_rows_per_s']:,.0f} rows/s", flush=True)
+              f"librdkafka consume() {profile['consume_ns_per_record']:.0f} ns/record, "
+              f"Arrow columns {profile['arrow_ns_per_record']:.0f} ns/record; read_range "
+              f"{profile['read_range_rows_per_s']:,.0f} rows/s", flush=True)
 
         spark = spark_session(str(work / "spark-local"))
         src = (spark.read.format("chronik").option("kafka.bootstrap.servers", bootstrap)

@@ -93,11 +93,16 @@ def spark_session(master: str | None):
 
 
 class Workdir:
-    """Checkpoints by generation (a replay starts the next one) and the Parquet read model."""
+    """Checkpoints by generation (a replay starts the next one) and the Parquet read model.
 
-    def __init__(self, root: str):
+    On a cluster, give --checkpoint and --parquet as URIs every node reaches (hdfs://, s3a://);
+    the work directory then only keeps the generation number, on the driver.
+    """
+
+    def __init__(self, root: str, checkpoint: str | None = None, parquet: str | None = None):
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
+        self._checkpoint, self._parquet = checkpoint, parquet
 
     @property
     def generation(self) -> int:
@@ -109,11 +114,12 @@ class Workdir:
 
     @property
     def checkpoint(self) -> str:
-        return str(self.root / "checkpoints" / f"gen-{self.generation}")
+        base = self._checkpoint or str(self.root / "checkpoints")
+        return f"{base.rstrip('/')}/gen-{self.generation}"
 
     @property
     def parquet(self) -> str:
-        return str(self.root / "accounts.parquet")
+        return self._parquet or str(self.root / "accounts.parquet")
 
 
 def config(bootstrap: str, work: Workdir, max_offsets: int | None):
@@ -138,7 +144,12 @@ def project(spark, bootstrap: str, work: Workdir, available_now: bool,
 
 def replay(spark, bootstrap: str, work: Workdir) -> None:
     """Rebuild from offset 0: fresh checkpoint, fresh Parquet table; dead letters not resent."""
-    shutil.rmtree(work.parquet, ignore_errors=True)
+    if "://" in work.parquet:
+        jvm = spark._jvm  # the Hadoop filesystem API, for hdfs:// or s3a:// tables
+        path = jvm.org.apache.hadoop.fs.Path(work.parquet)
+        path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
+    else:
+        shutil.rmtree(work.parquet, ignore_errors=True)
     work.next_generation()
     project(spark, bootstrap, work, available_now=True, write_dead_letters=False)
 
@@ -162,10 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--available-now", action="store_true")
     parser.add_argument("--max-offsets-per-trigger", type=int)
     parser.add_argument("--topic-prefix", default="bank")
+    parser.add_argument("--checkpoint", help="checkpoint root URI (default: in --workdir)")
+    parser.add_argument("--parquet", help="read-model table URI (default: in --workdir)")
     args = parser.parse_args(argv)
     global T
     T = Topics(args.topic_prefix)
-    work = Workdir(args.workdir)
+    work = Workdir(args.workdir, args.checkpoint, args.parquet)
 
     embedded = None
     bootstrap = args.bootstrap_server

@@ -101,7 +101,8 @@ class ProjectionConfig:
     @property
     def sink_id(self) -> str:
         """Stable for one checkpoint, new for a replay (which starts a fresh checkpoint)."""
-        digest = hashlib.sha1(os.path.abspath(self.checkpoint).encode()).hexdigest()[:16]
+        where = self.checkpoint if "://" in self.checkpoint else os.path.abspath(self.checkpoint)
+        digest = hashlib.sha1(where.encode()).hexdigest()[:16]
         return f"projection-{digest}"
 
 
