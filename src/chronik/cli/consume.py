@@ -232,9 +232,11 @@ class Printer:
                 out.write(self.formatter.render(msg))
                 printed += 1
             if printed:
-                out.flush()
+                # Counted before the flush: a SIGTERM right after the output is
+                # seen must still report these records.
                 self.count += printed
                 self.clock = time.monotonic()
+                out.flush()
 
     def report(self, err: KafkaError) -> None:
         """Stop on errors that will not heal; warn once about ones that may."""
