@@ -27,6 +27,7 @@ import confluent_kafka
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from brokers import BROKERS, BrokerProcess, CpuMeter, Tansu  # noqa: E402
+from latency_probe import LatencyProbe  # noqa: E402
 from results_table import render_table  # noqa: E402
 from workloads import (  # noqa: E402
     consume_throughput,
@@ -49,6 +50,7 @@ class Settings:
     latency_rate: int = 2_000
     latency_seconds: float = 10.0
     latency_warmup: int = 500
+    probe_rate: int = 500  # records/s of the latency probe beside each produce load
 
 
 QUICK = Settings(
@@ -58,6 +60,7 @@ QUICK = Settings(
     latency_rate=500,
     latency_seconds=1.0,
     latency_warmup=50,
+    probe_rate=200,
 )
 
 # (partitions, acks, batching overrides, row suffix). The first four are the
@@ -109,22 +112,42 @@ def plan(settings: Settings, run: int) -> tuple[list[tuple[str, Step]], list[str
             topic: str = topic_name(row_id),
         ) -> dict:
             create_topic(bootstrap, topic, partitions)
-            result = produce_throughput(
+            with LatencyProbe(
                 bootstrap,
                 topic,
                 acks=acks,
                 record_size=size,
+                rate=settings.probe_rate,
                 seconds=settings.produce_seconds,
-                max_records=settings.produce_max_records,
-                warmup_records=settings.produce_warmup,
-                batching=batching,
-                meter=meter,
-            )
+            ) as probe:
+                result = produce_throughput(
+                    bootstrap,
+                    topic,
+                    acks=acks,
+                    record_size=size,
+                    seconds=settings.produce_seconds,
+                    max_records=settings.produce_max_records,
+                    warmup_records=settings.produce_warmup,
+                    batching=batching,
+                    meter=meter,
+                    probe=probe,
+                )
+                under_load = probe.result()
             if acks == "1" and not suffix:
                 produced.setdefault(bootstrap, {})[partitions] = (
-                    result.records + result.warmup_records
+                    result.records
+                    + result.warmup_records
+                    + under_load.samples
+                    + under_load.warmup_delivered
                 )
-            return result.as_dict(size)
+            return {
+                **result.as_dict(size),
+                "load_latency_samples": under_load.samples,
+                "load_latency_warmup": under_load.warmup_delivered,
+                "load_latency_failed": under_load.failed,
+                "load_p50_ms": under_load.p50_ms,
+                "load_p99_ms": under_load.p99_ms,
+            }
 
         steps.append((row_id, produce))
 

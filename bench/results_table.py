@@ -21,6 +21,11 @@ THROUGHPUT_METRICS = [
     ("broker_cores", "broker CPU (cores)", "{:.2f}"),
     ("broker_cpu_us_per_record", "broker CPU us/record", "{:.3f}"),
 ]
+PRODUCE_METRICS = [
+    *THROUGHPUT_METRICS,
+    ("load_p50_ms", "latency under load p50 ms", "{:,.2f}"),
+    ("load_p99_ms", "latency under load p99 ms", "{:,.2f}"),
+]
 LATENCY_METRICS = [
     ("p50_ms", "p50 ms", "{:,.2f}"),
     ("p99_ms", "p99 ms", "{:,.2f}"),
@@ -52,7 +57,12 @@ def render_table(results: dict[str, dict[str, dict]], names: list[str], latency_
     errors: list[str] = []
     for row_id, label in ROWS:
         latency = row_id.startswith("latency")
-        metrics = LATENCY_METRICS if latency else THROUGHPUT_METRICS
+        if latency:
+            metrics = LATENCY_METRICS
+        elif row_id.startswith("produce"):
+            metrics = PRODUCE_METRICS
+        else:
+            metrics = THROUGHPUT_METRICS
         if latency:
             label = f"{label} @ {latency_rate:,}/s"
         for i, (key, metric, fmt) in enumerate(metrics):
@@ -76,5 +86,8 @@ def render_table(results: dict[str, dict[str, dict]], names: list[str], latency_
     out = [fmt_line(headers), "  ".join("-" * w for w in widths)]
     out.extend(fmt_line(line) for line in lines)
     out.append("ratio > 1 is chronik faster for throughput, chronik slower for latency")
+    out.append(
+        "latency under load: a second producer at a fixed low rate (linger.ms=0) beside the load"
+    )
     out.extend(f"error: {e}" for e in errors)
     return "\n".join(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
@@ -23,6 +24,13 @@ class Meter(Protocol):
     """Brackets the measured part of a workload (the bench samples broker CPU with it)."""
 
     def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class LoadProbe(Protocol):
+    """A latency probe running beside a produce load (see latency_probe.py)."""
+
+    def go(self) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -142,10 +150,13 @@ def produce_throughput(
     warmup_records: int,
     batching: dict[str, object] | None = None,
     meter: Meter | None = None,
+    probe: LoadProbe | None = None,
 ) -> ProduceResult:
     """Produce flat out for `seconds` (or `max_records`), then flush.
 
     `batching` overrides the producer's batching settings (batch.size, linger.ms).
+    `probe` (already started and warmed up) is released when the load starts and
+    stopped when it ends, to time single records through the loaded broker.
     """
     meter = meter or NoMeter()
     failed = 0
@@ -171,11 +182,15 @@ def produce_throughput(
     failed = 0
 
     meter.start()
+    if probe is not None:
+        probe.go()
     start = time.perf_counter()
     queued = _produce_flat_out(producer, topic, value, max_records, seconds)
     left = producer.flush(120)
     elapsed = time.perf_counter() - start
     meter.stop()
+    if probe is not None:
+        probe.stop()
     if left:
         raise TimeoutError(f"{left} records still undelivered 120 s after the run")
     return ProduceResult(queued - failed, elapsed, failed, warm)
@@ -250,6 +265,7 @@ class LatencyResult:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    warmup_delivered: int = 0
 
     def as_dict(self, record_size: int) -> dict[str, object]:
         return asdict(self)
@@ -272,12 +288,14 @@ def produce_latency(
     seconds: float,
     warmup_records: int,
     meter: Meter | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> LatencyResult:
     """Per-record delivery latency (produce() call to delivery report) at a fixed rate.
 
     linger.ms is 0 here so the figure is the broker's round trip, not the
     client's batching delay. The client waits for delivery reports in poll()
-    between sends, so a report is timed as soon as librdkafka has it.
+    between sends, so a report is timed as soon as librdkafka has it. `stop`,
+    checked before each send, ends the run early.
     """
     meter = meter or NoMeter()
     latencies: list[float] = []
@@ -293,12 +311,19 @@ def produce_latency(
 
         return report
 
+    warm_delivered = 0
+
+    def warmed(err: object, msg: object) -> None:
+        nonlocal warm_delivered
+        warm_delivered += err is None
+
     producer = Producer(producer_config(bootstrap, acks, **{"linger.ms": 0}))
     value = b"x" * record_size
     for _ in range(warmup_records):
-        producer.produce(topic, value)
+        producer.produce(topic, value, on_delivery=warmed)
         producer.poll(0)
-    producer.flush(60)
+    if producer.flush(60):
+        raise TimeoutError("latency warm-up records not delivered within 60 s")
 
     meter.start()
     interval = 1.0 / rate
@@ -307,6 +332,8 @@ def produce_latency(
     for _ in range(total):
         while (wait := next_send - time.perf_counter()) > 0:
             producer.poll(wait)
+        if stop is not None and stop():
+            break
         producer.produce(topic, value, on_delivery=timed(time.perf_counter()))
         producer.poll(0)
         next_send += interval
@@ -321,4 +348,5 @@ def produce_latency(
         p50_ms=_percentile(ordered, 0.50) * 1000,
         p99_ms=_percentile(ordered, 0.99) * 1000,
         max_ms=(ordered[-1] if ordered else 0.0) * 1000,
+        warmup_delivered=warm_delivered,
     )
