@@ -58,8 +58,8 @@ def _consumer(bootstrap: str) -> Consumer:
     )
 
 
-def _next(consumer: Consumer):
-    msg = wait_until(lambda: consumer.poll(0.5), "a record")
+def _next(consumer: Consumer, timeout: float = POLL_TIMEOUT):
+    msg = wait_until(lambda: consumer.poll(0.5), "a record", timeout=timeout)
     assert msg.error() is None, msg.error()
     return msg
 
@@ -368,7 +368,7 @@ def test_offset_out_of_range_resets(broker, reset, expected):
             # Nothing arrives until something new is written after the reset.
             assert consumer.poll(2.0) is None
             confluent_produce(broker.bootstrap, topic, sent[5:])
-        msg = _next(consumer)
+        msg = _next(consumer, timeout=20)
         assert (msg.offset(), msg.value()) == (expected, sent[expected].value)
     finally:
         consumer.close()
