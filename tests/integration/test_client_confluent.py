@@ -59,7 +59,10 @@ def _consumer(bootstrap: str) -> Consumer:
 
 
 def _next(consumer: Consumer, timeout: float = POLL_TIMEOUT):
-    msg = wait_until(lambda: consumer.poll(0.5), "a record", timeout=timeout)
+    # A Message's truth is its value's length, so test for None, not falsiness.
+    (msg,) = wait_until(
+        lambda: [m for m in [consumer.poll(0.5)] if m is not None], "a record", timeout=timeout
+    )
     assert msg.error() is None, msg.error()
     return msg
 
