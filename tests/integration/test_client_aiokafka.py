@@ -252,3 +252,28 @@ def test_idempotent_producer_across_restart(broker):
 
     assert run(scenario()) == list(range(20, 40))
     assert_round_trip(sent, confluent_read(broker.bootstrap, topic, 1, 40), partitions=1)
+
+
+@pytest.mark.parametrize("reset, expected", [("earliest", 0), ("latest", 5)])
+def test_offset_out_of_range_resets(broker, reset, expected):
+    topic = topic_name("oor")
+    sent = sample_records(8, seed=27)
+
+    async def scenario():
+        await create_topic(broker.bootstrap, topic, 1)
+        await produce(broker.bootstrap, topic, sent[:5])
+        tp = TopicPartition(topic, 0)
+        c = consumer(broker.bootstrap, auto_offset_reset=reset)
+        await c.start()
+        try:
+            c.assign([tp])
+            c.seek(tp, 1000)
+            if reset == "latest":
+                assert await read(c, 1, timeout=3) == []
+                await produce(broker.bootstrap, topic, sent[5:])
+            got = await read(c, 1, timeout=30)
+            assert (got[0].offset, got[0].value) == (expected, sent[expected].value)
+        finally:
+            await c.stop()
+
+    run(scenario())

@@ -220,3 +220,23 @@ def test_idempotent_producer_across_restart(broker):
         producer.close(timeout=10)
     assert offsets == list(range(20, 40))
     assert_round_trip(sent, confluent_read(broker.bootstrap, topic, 1, 40), partitions=1)
+
+
+@pytest.mark.parametrize("reset, expected", [("earliest", 0), ("latest", 5)])
+def test_offset_out_of_range_resets(broker, reset, expected):
+    topic = topic_name("oor")
+    create_topic(broker.bootstrap, topic, 1)
+    sent = sample_records(8, seed=17)
+    produce(broker.bootstrap, topic, sent[:5])
+    tp = TopicPartition(topic, 0)
+    c = consumer(broker.bootstrap, auto_offset_reset=reset)
+    try:
+        c.assign([tp])
+        c.seek(tp, 1000)
+        if reset == "latest":
+            assert read(c, 1, timeout=3) == []
+            produce(broker.bootstrap, topic, sent[5:])
+        got = read(c, 1, timeout=30)
+        assert (got[0].offset, got[0].value) == (expected, sent[expected].value)
+    finally:
+        c.close()
