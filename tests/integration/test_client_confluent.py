@@ -13,7 +13,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, OffsetSpec
 
 from .helpers import (
     BASE_TS,
@@ -421,3 +421,31 @@ def test_one_producer_many_topics(broker):
     for i, t in enumerate(topics):
         mine = sent[i::3]
         assert_round_trip(mine, confluent_read(broker.bootstrap, t, 2, len(mine)), partitions=2)
+
+
+def test_topic_configs_are_described_and_survive_restart(broker):
+    topic = topic_name("configs")
+    create_topic(broker.bootstrap, topic, partitions=1, **{"retention.ms": "123456789"})
+
+    def described() -> dict:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        return admin.describe_configs([resource])[resource].result(timeout=30)
+
+    entries = described()
+    assert entries["retention.ms"].value == "123456789"
+    assert entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert entries["cleanup.policy"].value == "delete"
+    assert entries["cleanup.policy"].is_default
+    broker.restart()
+    assert described()["retention.ms"].value == "123456789"
+
+
+def test_broker_configs_are_described(broker_factory):
+    broker = broker_factory({"num.partitions": "3"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    md = admin.list_topics(timeout=30)
+    (node_id,) = md.brokers
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(node_id))
+    entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert entries["num.partitions"].value == "3"
