@@ -32,8 +32,8 @@ SCRIPT = COMPAT / "kafkajs_client.js"
 pytestmark = [
     pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
     pytest.mark.skipif(
-        not (COMPAT / "node_modules" / "kafkajs").is_dir(),
-        reason="kafkajs missing: run `npm install` in tests/compat "
+        not all((COMPAT / "node_modules" / m).is_dir() for m in ("kafkajs", "kafkajs-snappy")),
+        reason="kafkajs or kafkajs-snappy missing: run `npm install` in tests/compat "
         "(scripts/install-test-deps.sh does it)",
     ),
 ]
