@@ -449,3 +449,50 @@ def test_broker_configs_are_described(broker_factory):
     resource = ConfigResource(ConfigResource.Type.BROKER, str(node_id))
     entries = admin.describe_configs([resource])[resource].result(timeout=30)
     assert entries["num.partitions"].value == "3"
+
+
+@pytest.mark.slow
+def test_idempotent_producer_through_kill_9(broker_process):
+    """The broker is SIGKILLed while an idempotent producer has batches in flight.
+    After restart the producer retries them: every record is stored exactly once,
+    in send order, and each delivered offset holds the record it was reported for."""
+    broker = broker_process
+    topic = topic_name("idemkill")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    sent = sample_records(3000, seed=17)
+    delivered = {}
+    errors = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered[msg.offset()] = msg.value()
+
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.num.messages": 50,
+            "message.timeout.ms": 120_000,
+            "reconnect.backoff.ms": 100,
+        }
+    )
+    for i, r in enumerate(sent):
+        producer.produce(
+            topic, key=r.key, value=r.value, timestamp=r.timestamp, on_delivery=on_delivery
+        )
+        if i == 1500:
+            producer.poll(0)
+            # Delivery callbacks run inside poll().
+            wait_until(lambda: producer.poll(0.1) >= 0 and delivered, "first deliveries")
+            broker.kill()
+            broker.start()
+        producer.poll(0)
+    assert producer.flush(POLL_TIMEOUT * 2) == 0
+    assert not errors, errors[:3]
+    got = confluent_read(broker.bootstrap, topic, 1, len(sent))
+    assert [g.value for g in got] == [s.value for s in sent]
+    assert [g.offset for g in got] == list(range(len(sent)))
+    assert delivered == {g.offset: g.value for g in got}
