@@ -121,12 +121,14 @@ class _RowProducer:
 def _exactly_once_write(
     core: _RowProducer, iterator: Iterator[pa.RecordBatch], sink_id: str, batch: int, task: int
 ) -> WriteResult:
+    batches = [rb for rb in iterator if rb.num_rows]
+    if not batches:
+        return WriteResult(0, 0, sink_id)  # nothing to write, nothing to remember
     topic = sink_log.log_topic(sink_id)
     sink_log.ensure_log(admin_client(core.kafka), topic)
     state = sink_log.read_state(core.kafka, topic)
     if batch <= state.last_commit:
-        return WriteResult(0, sum(rb.num_rows for rb in iterator), sink_id)
-    batches = list(iterator)
+        return WriteResult(0, sum(rb.num_rows for rb in batches), sink_id)
     skip = sink_log.written_seqs(core.kafka, state, sink_id, batch, task)
     producer = core.producer()
     sink_log.write_record(
@@ -137,7 +139,9 @@ def _exactly_once_write(
 
 
 def _commit(core: _RowProducer, sink_id: str, batch: int) -> None:
-    sink_log.write_record(core.producer(), sink_log.log_topic(sink_id), "commit", {"batch": batch})
+    topic = sink_log.log_topic(sink_id)
+    sink_log.ensure_log(admin_client(core.kafka), topic)
+    sink_log.write_record(core.producer(), topic, "commit", {"batch": batch})
 
 
 class BatchWriter(DataSourceArrowWriter):
