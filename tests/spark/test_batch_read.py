@@ -110,3 +110,19 @@ def test_invalid_options_fail_clearly(spark, bootstrap, topic_factory):
         _reader(spark, bootstrap).collect()
     with pytest.raises(Exception, match="not allowed for batch"):
         _reader(spark, bootstrap, subscribe=topic, startingOffsets="latest").collect()
+
+
+def test_fail_on_data_loss(spark, bootstrap, topic_factory):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = topic_factory(partitions=1)
+    produce(bootstrap, topic, [(None, str(i).encode(), None) for i in range(20)], 0)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, 0, 10)]).values():
+        f.result(30)
+    start = json.dumps({topic: {"0": 0}})
+    with pytest.raises(Exception, match="no longer available"):
+        _reader(spark, bootstrap, subscribe=topic, startingOffsets=start).collect()
+    df = _reader(spark, bootstrap, subscribe=topic, startingOffsets=start, failOnDataLoss="false")
+    assert sorted(r.offset for r in df.collect()) == list(range(10, 20))
