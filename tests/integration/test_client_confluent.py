@@ -345,11 +345,6 @@ def test_produce_to_unknown_topic_without_auto_create(broker_factory):
     assert "nowhere" not in admin.list_topics(timeout=30).topics
 
 
-@pytest.mark.xfail(
-    reason="Fetch answers an error partition with null records; librdkafka rejects "
-    "'invalid MessageSetSize -1' (Kafka sends empty records)",
-    strict=False,
-)
 @pytest.mark.parametrize("reset, expected", [("earliest", 0), ("latest", 5)])
 def test_offset_out_of_range_resets(broker, reset, expected):
     """Fetching past the end answers OFFSET_OUT_OF_RANGE, and the client resets."""

@@ -46,7 +46,7 @@ def _read_all(
         for fp in fetch_topic.partitions:
             index = fp.partition
             if topic is None or not 0 <= index < len(topic.partitions):
-                parts.append(PartitionResult(index, missing, -1, -1, -1, None))
+                parts.append(PartitionResult(index, missing, -1, -1, -1, b""))
                 failed = True
                 continue
             plog = topic.partitions[index]
@@ -55,8 +55,9 @@ def _read_all(
             start = plog.start_offset
             offset = fp.fetch_offset
             if offset < start or offset > end:
+                # Empty, not null, records: as Kafka answers, and as librdkafka insists.
                 parts.append(
-                    PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, end, end, start, None)
+                    PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, end, end, start, b"")
                 )
                 failed = True
                 continue
