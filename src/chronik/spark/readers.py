@@ -140,9 +140,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Partitions that appeared since the last batch are read from their beginning.
         new = [tp for tp in until if tp not in begin]
         begin.update(self.planner.earliest(new))
-        until = {tp: max(off, begin.get(tp, off)) for tp, off in until.items()}
+        shrunk = sorted(tp for tp in begin if tp in until and until[tp] < begin[tp])
+        if shrunk and self.options.fail_on_data_loss:
+            names = ", ".join(f"{t}-{p} ({begin[(t, p)]} -> {until[(t, p)]})" for t, p in shrunk)
+            raise DataLossError(
+                f"end offsets went back: {names}; was the topic deleted and created again? "
+                "Set failOnDataLoss=false to go on from the new end"
+            )
         for tp, off in begin.items():
-            until.setdefault(tp, off)
+            until.setdefault(tp, off)  # a partition that vanished stays where it was
         if isinstance(limit, ReadMaxRows):
             until = rate_limit(limit.max_rows, begin, until)
         return to_json_offsets(until)
