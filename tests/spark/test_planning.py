@@ -90,3 +90,14 @@ def test_options_follow_the_kafka_source():
 def test_bad_options_are_refused(options, streaming, message):
     with pytest.raises(OptionError, match=message):
         parse_read_options(options, streaming)
+
+
+def test_patterns_leave_out_internal_topics_and_sink_logs():
+    from chronik.spark.options import Subscription
+    from chronik.spark.sink_log import log_topic
+
+    every = Subscription(pattern=".*")
+    assert every.matches("orders")
+    assert not every.matches("__consumer_offsets")
+    assert not every.matches(log_topic("query-1"))
+    assert Subscription(topics=("__consumer_offsets",)).matches("__consumer_offsets")

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 EARLIEST = -2
 LATEST = -1
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+SINK_LOG_PREFIX = "_chronik_sink."
 
 # librdkafka settings the reader picks for large sequential reads; a user's kafka.* wins.
 _READ_DEFAULTS = {
@@ -44,6 +46,9 @@ class Subscription:
 
     def matches(self, topic: str) -> bool:
         if self.pattern is not None:
+            # Like Kafka's exclude.internal.topics, and the sink's own logs are never data.
+            if topic in INTERNAL_TOPICS or topic.startswith(SINK_LOG_PREFIX):
+                return False
             return re.fullmatch(self.pattern, topic) is not None
         if self.assign is not None:
             return topic in self.assign

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from chronik.spark.arrow_read import read_range
 from chronik.spark.offsets import OffsetPlanner, from_json_offsets, to_json_offsets
-from chronik.spark.options import Subscription
+from chronik.spark.options import SINK_LOG_PREFIX, Subscription
 
 HEADER = "chronik.sink"
 _TAIL_CHUNK = 1024
@@ -31,7 +31,7 @@ _TAIL_CHUNK = 1024
 
 def log_topic(sink_id: str) -> str:
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in sink_id)
-    return f"_chronik_sink.{safe}"[:249]
+    return f"{SINK_LOG_PREFIX}{safe}"[:249]
 
 
 @dataclass
