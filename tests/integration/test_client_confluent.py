@@ -491,3 +491,16 @@ def test_idempotent_producer_through_kill_9(broker_process):
     assert [g.value for g in got] == [s.value for s in sent]
     assert [g.offset for g in got] == list(range(len(sent)))
     assert delivered == {g.offset: g.value for g in got}
+
+
+def test_large_records(broker):
+    topic = topic_name("large")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    base = sample_records(4, seed=18)
+    sent = [
+        s.__class__(s.key, s.value + bytes([i]) * 900_000, s.headers, s.timestamp)
+        for i, s in enumerate(base)
+    ]
+    confluent_produce(broker.bootstrap, topic, sent, **{"compression.type": "none"})
+    got = confluent_read(broker.bootstrap, topic, 1, len(sent))
+    assert_round_trip(sent, got, partitions=1)
