@@ -69,6 +69,16 @@ def produce_history(bootstrap: str, accounts: int, events: int, seed: int) -> in
     return len(history)
 
 
+def event_count(bootstrap: str) -> int:
+    from chronik.spark.offsets import OffsetPlanner
+    from chronik.spark.options import Subscription
+
+    planner = OffsetPlanner({"bootstrap.servers": bootstrap}, Subscription(topics=(T.events,)))
+    tps = planner.partitions()
+    latest, earliest = planner.latest(tps), planner.earliest(tps)
+    return sum(latest[tp] - earliest[tp] for tp in tps)
+
+
 def spark_session(master: str | None):
     # Executors in local mode are child processes: they find chronik and bank through this.
     paths = [str(HERE), str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")]
@@ -199,8 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "replay":
             replay(spark, bootstrap, work)
         if args.command == "demo":
-            n = produce_history(bootstrap, args.accounts, args.events, args.seed)
-            print(f"produced {n} events to {T.events}")
+            if event_count(bootstrap):
+                print(f"{T.events} already holds {event_count(bootstrap)} events; not adding more")
+            else:
+                n = produce_history(bootstrap, args.accounts, args.events, args.seed)
+                print(f"produced {n} events to {T.events}")
             project(spark, bootstrap, work, available_now=True,
                     max_offsets=args.max_offsets_per_trigger)
             live = read_model(spark, work)

@@ -26,12 +26,22 @@ class DataLossError(RuntimeError):
     pass
 
 
+class _TooLarge(Exception):
+    """A column would pass Arrow's 2 GiB limit for 32-bit offsets: convert in halves."""
+
+
 def _binary(values: list[bytes | None]) -> pa.Array:
     """A binary array from one join and one length pass: cheaper than pa.array over objects."""
     if None in values:
-        return pa.array(values, pa.binary())
-    offsets = np.zeros(len(values) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, values), np.int32, len(values)), out=offsets[1:])
+        array = pa.array(values, pa.binary())
+        if isinstance(array, pa.ChunkedArray):
+            raise _TooLarge
+        return array
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, values), np.int64, len(values)), out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise _TooLarge
+    offsets = offsets.astype(np.int32)
     data = pa.py_buffer(b"".join(values))
     return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), data])
 
@@ -63,6 +73,25 @@ def messages_to_batch(
             pa.array(list(map(Message.headers, msgs)), schema.field("headers").type)
         )
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _to_batches(
+    msgs: list[Message],
+    offsets: np.ndarray,
+    topic: str,
+    partition: int,
+    schema: pa.Schema,
+    include_headers: bool,
+) -> list[pa.RecordBatch]:
+    try:
+        return [messages_to_batch(msgs, offsets, topic, partition, schema, include_headers)]
+    except _TooLarge:
+        if len(msgs) == 1:
+            raise
+        half = len(msgs) // 2
+        return _to_batches(
+            msgs[:half], offsets[:half], topic, partition, schema, include_headers
+        ) + _to_batches(msgs[half:], offsets[half:], topic, partition, schema, include_headers)
 
 
 @contextmanager
@@ -109,7 +138,7 @@ def read_range(
                     msgs, done = _without_events(
                         consumer, msgs, topic, partition, start, end, fail_on_data_loss
                     )
-                batch = None
+                batches: list[pa.RecordBatch] = []
                 if msgs:
                     offsets = np.fromiter(map(Message.offset, msgs), np.int64, len(msgs))
                     position = int(offsets[-1]) + 1
@@ -118,7 +147,7 @@ def read_range(
                     if cut < len(msgs):
                         msgs, offsets = msgs[:cut], offsets[:cut]
                     if msgs:
-                        batch = messages_to_batch(
+                        batches = _to_batches(
                             msgs, offsets, topic, partition, schema, include_headers
                         )
             if msgs:
@@ -128,8 +157,7 @@ def read_range(
                     f"no records from {topic}-{partition} in {poll_timeout_s:.0f}s "
                     f"(reading offsets {position}..{end})"
                 )
-            if batch is not None:
-                yield batch
+            yield from batches
     finally:
         consumer.close()
 
