@@ -104,3 +104,24 @@ def test_checkpoint_offsets_are_kafka_source_json(spark, bootstrap, topic_factor
     last = max((p for p in (ckpt / "offsets").iterdir() if p.name.isdigit()),
                key=lambda p: int(p.name))
     assert json.loads(last.read_text().splitlines()[-1]) == {topic: {"0": 0, "1": 7}}
+
+
+def test_partitions_added_later_are_read_from_their_start(
+    spark, bootstrap, topic_factory, tmp_path
+):
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic = topic_factory(partitions=1)
+    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+    produce(bootstrap, topic, [(None, b"p0-first", None)] * 3, 0)
+    stream = _stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest")
+    _run_available_now(stream, out, ckpt)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_partitions([NewPartitions(topic, 2)]).values():
+        f.result(30)
+    produce(bootstrap, topic, [(None, b"p1", None)] * 4, 1)
+    produce(bootstrap, topic, [(None, b"p0-second", None)] * 2, 0)
+    _run_available_now(_stream(spark, bootstrap, subscribe=topic), out, ckpt)
+    rows = _sink_rows(spark, out)
+    assert sorted((p, o) for p, o, _ in rows) == [(0, o) for o in range(5)] + [
+        (1, o) for o in range(4)]
