@@ -5,7 +5,9 @@
 
 Starts `chronik serve` on a free port (or uses --bootstrap-server), produces the records with
 confluent-kafka, then on local[2] times count() and groupBy(key).count() through the source,
-writes the same rows to Parquet and times the same two queries on it. Also times the reader
+writes the same rows to Parquet and times the same two queries on it, and on a Python source
+that yields ready-made Arrow batches (the ceiling of Spark's Python data source path, no Kafka
+involved). Also times the reader
 alone, outside Spark, on one core, split into librdkafka consume and Arrow conversion, to show
 where the per-record cost is. Figures go to stdout and bench/results/spark_read.json.
 """
@@ -36,7 +38,7 @@ TARGET_ROWS_PER_S = 1_000_000
 
 def spark_session(local_dir: str):
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p
+        p for p in (str(REPO / "src"), str(HERE / "spark"), os.environ.get("PYTHONPATH")) if p
     )
     from pyspark.sql import SparkSession
 
@@ -102,8 +104,16 @@ def main() -> int:
         write_s, _ = timed(lambda: src.write.parquet(parquet))
         pq = spark.read.parquet(parquet)
 
+        from ceiling import ArrowCeilingSource
+
+        spark.dataSource.register(ArrowCeilingSource)
+        ceiling = (spark.read.format("arrow_ceiling").option("records", str(args.records))
+                   .option("partitions", str(args.partitions))
+                   .option("recordSize", str(args.record_size)).option("keys", str(args.keys))
+                   .load())
+
         results: dict[str, dict[str, float]] = {}
-        for name, df in (("chronik source", src), ("parquet", pq)):
+        for name, df in (("chronik source", src), ("parquet", pq), ("arrow ceiling", ceiling)):
             for query, run in (
                 ("count()", lambda d=df: d.count()),
                 ("groupBy(key).count()", lambda d=df: d.groupBy("key").count().collect()),
@@ -122,12 +132,13 @@ def main() -> int:
         spark.stop()
 
         print()
-        print("| query | chronik source rows/s | Parquet rows/s | source/Parquet |")
-        print("|---|---:|---:|---:|")
+        print("| query | chronik source rows/s | Parquet rows/s | source/Parquet "
+              "| Python-source ceiling rows/s |")
+        print("|---|---:|---:|---:|---:|")
         for query, row in results.items():
             ratio = row["chronik source"] / row["parquet"]
             print(f"| {query} | {row['chronik source']:,.0f} | {row['parquet']:,.0f} "
-                  f"| {ratio:.2f} |")
+                  f"| {ratio:.2f} | {row['arrow ceiling']:,.0f} |")
         print(f"\nsource -> Parquet write: {args.records / write_s:,.0f} rows/s; target "
               f"{TARGET_ROWS_PER_S:,} rows/s through the source")
         out = REPO / "bench" / "results"
