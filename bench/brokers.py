@@ -36,10 +36,8 @@ def tansu_binary() -> Path:
 
 
 def chronik_command() -> list[str]:
-    """The installed console script if there is one, else the package from this checkout."""
-    script = Path(sys.executable).parent / "chronik"
-    if script.exists():
-        return [str(script)]
+    # `-m` with this checkout's src/ first on PYTHONPATH (see Chronik.env): the
+    # code measured is the code next to the bench, whatever else is installed.
     return [sys.executable, "-m", "chronik"]
 
 
