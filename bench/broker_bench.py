@@ -81,8 +81,12 @@ LATENCY_ACKS = ["1", "all"]
 Step = Callable[[str, CpuMeter], dict[str, object]]
 
 
-def produce_topic(partitions: int, acks: str, suffix: str = "") -> str:
-    return f"bench-produce-{partitions}p-acks-{acks}{suffix}"
+def produce_row(partitions: int, acks: str, suffix: str = "") -> str:
+    return f"produce-{partitions}p-acks-{acks}{suffix}"
+
+
+def topic_for(row_id: str, run: int) -> str:
+    return f"bench-{row_id}-run{run}"
 
 
 def plan(settings: Settings, run: int) -> tuple[list[tuple[str, Step]], list[str]]:
@@ -92,15 +96,14 @@ def plan(settings: Settings, run: int) -> tuple[list[tuple[str, Step]], list[str
     topics: list[str] = []
 
     def topic_name(row_id: str) -> str:
-        name = f"bench-{row_id}-run{run}"
-        topics.append(name)
-        return name
+        topics.append(topic_for(row_id, run))
+        return topics[-1]
 
     steps: list[tuple[str, Step]] = []
     produced: dict[str, dict[int, int]] = {}
 
     for partitions, acks, batching, suffix in PRODUCE_CASES:
-        row_id = produce_topic(partitions, acks, suffix).removeprefix("bench-")
+        row_id = produce_row(partitions, acks, suffix)
 
         def produce(
             bootstrap: str,
@@ -157,19 +160,20 @@ def plan(settings: Settings, run: int) -> tuple[list[tuple[str, Step]], list[str
             expected = produced.get(bootstrap, {}).get(partitions)
             if not expected:
                 raise RuntimeError("nothing was produced to read back")
-            topic = f"bench-{produce_topic(partitions, '1').removeprefix('bench-')}-run{run}"
+            topic = topic_for(produce_row(partitions, "1"), run)
             result = consume_throughput(bootstrap, topic, partitions, expected, meter=meter)
             return result.as_dict(size)
 
         steps.append((f"consume-{partitions}p", consume))
 
     for acks in LATENCY_ACKS:
+        row_id = f"latency-1p-acks-{acks}"
 
         def latency(
             bootstrap: str,
             meter: CpuMeter,
             acks: str = acks,
-            topic: str = topic_name(f"latency-{acks}"),
+            topic: str = topic_name(row_id),
         ) -> dict:
             create_topic(bootstrap, topic, 1)
             return produce_latency(
@@ -183,7 +187,7 @@ def plan(settings: Settings, run: int) -> tuple[list[tuple[str, Step]], list[str
                 meter=meter,
             ).as_dict(size)
 
-        steps.append((f"latency-1p-acks-{acks}", latency))
+        steps.append((row_id, latency))
     return steps, topics
 
 
