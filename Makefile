@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SERVE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-fast lint bench deps clean
+.PHONY: serve test test-fast lint bench bench-quick deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,12 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 
+BENCH_ARGS ?= --repeat 3
 bench: $(STAMP)
-	$(PY) bench/broker_bench.py
+	$(PY) bench/broker_bench.py $(BENCH_ARGS)
+
+bench-quick: $(STAMP)
+	$(PY) bench/broker_bench.py --quick
 
 clean:
 	rm -rf $(VENV) chronik-data .pytest_cache

