@@ -9,11 +9,10 @@ from __future__ import annotations
 import gc
 import time
 
-import numpy as np
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from chronik.spark.arrow_read import CONSUME_BATCH, messages_to_batch, read_range
+from chronik.spark.arrow_read import CONSUME_BATCH, _offsets, messages_to_batch, read_range
 from chronik.spark.options import _READ_DEFAULTS
 from chronik.spark.schema import arrow_schema
 
@@ -40,7 +39,7 @@ def profile_reader(bootstrap: str, topic: str, partition: int) -> dict[str, floa
             t1 = time.perf_counter()
             msgs = [m for m in msgs if m.error() is None]
             if msgs:
-                offsets = np.fromiter(map(Message.offset, msgs), np.int64, len(msgs))
+                offsets = _offsets(msgs)
                 messages_to_batch(msgs, offsets, topic, partition, schema, False)
             t2 = time.perf_counter()
             consume_s += t1 - t0
