@@ -16,6 +16,11 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
+from chronik.protocol.produce_response import (
+    PartitionResult,
+    TopicResult,
+    encode_produce_response,
+)
 from chronik.records.batch import InvalidBatch, validate_produced
 from chronik.records.legacy import is_legacy, up_convert
 from chronik.records.recompress import recompress, target_codec
@@ -28,23 +33,25 @@ PIPELINED = True
 log = logging.getLogger("chronik.produce")
 
 
-async def handle(ctx: RequestContext, request: Any, release: Callable[[], None]) -> Any:
+async def handle(
+    ctx: RequestContext, request: Any, release: Callable[[], None]
+) -> list[bytes] | None:
     broker = ctx.broker
     acks = request.acks
     now = broker.now_ms()
-    results: list[tuple[str, list[Any]]] = []
+    results: list[TopicResult] = []
     synced: list[Any] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = broker.catalog.get(name)
-        partitions = []
+        partitions: list[PartitionResult] = []
         for part in topic_data.partition_data:
             index = part.index
             if acks not in (-1, 0, 1):
-                partitions.append(_error(ctx, index, errors.INVALID_REQUIRED_ACKS))
+                partitions.append(_error(index, errors.INVALID_REQUIRED_ACKS))
                 continue
             if topic is None or not 0 <= index < len(topic.partitions):
-                partitions.append(_error(ctx, index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                partitions.append(_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             partition_log = topic.partitions[index]
             records = part.records
@@ -66,22 +73,20 @@ async def handle(ctx: RequestContext, request: Any, release: Callable[[], None])
                 if code == errors.INVALID_RECORD and ctx.api_version < 8:
                     code = errors.CORRUPT_MESSAGE
                 log.info("rejected produce to %s-%d: %s", name, index, exc)
-                partitions.append(_error(ctx, index, code, str(exc)))
+                partitions.append(_error(index, code, str(exc)))
                 continue
             if not result.duplicate:
                 broker.notify_append(partition_log)
                 broker.metrics.bytes_in(name, len(batch))
             synced.append(partition_log)
             partitions.append(
-                ctx.build(
-                    "PartitionProduceResponse",
-                    index=index,
-                    error_code=errors.NONE,
-                    base_offset=result.base_offset,
-                    log_append_time=result.log_append_time,
-                    log_start_offset=result.log_start_offset,
-                    record_errors=(),
-                    error_message=None,
+                (
+                    index,
+                    errors.NONE,
+                    result.base_offset,
+                    result.log_append_time,
+                    result.log_start_offset,
+                    None,
                 )
             )
         results.append((name, partitions))
@@ -90,24 +95,8 @@ async def handle(ctx: RequestContext, request: Any, release: Callable[[], None])
         await asyncio.gather(*(broker.committer.sync(p) for p in synced))
     if acks == 0:
         return None
-    return ctx.build(
-        "ProduceResponse",
-        responses=tuple(
-            ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(parts))
-            for name, parts in results
-        ),
-        throttle_time=0,
-    )
+    return encode_produce_response(ctx.api_version, results)
 
 
-def _error(ctx: RequestContext, index: int, code: int, message: str | None = None) -> Any:
-    return ctx.build(
-        "PartitionProduceResponse",
-        index=index,
-        error_code=code,
-        base_offset=-1,
-        log_append_time=-1,
-        log_start_offset=-1,
-        record_errors=(),
-        error_message=message,
-    )
+def _error(index: int, code: int, message: str | None = None) -> PartitionResult:
+    return (index, code, -1, -1, -1, message)
