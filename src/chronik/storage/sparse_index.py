@@ -101,31 +101,16 @@ class SparseIndex:
     # -- lookup --------------------------------------------------------------------------
     def floor(self, key: int) -> tuple[int, int] | None:
         """The entry with the largest key <= ``key``, or None."""
-        if self._keys is not None and self._values is not None:
-            i = bisect_right(self._keys, key) - 1
-            return (self._keys[i], self._values[i]) if i >= 0 else None
-        if self._count == 0:
-            return None
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            lo, hi = 0, self._count - 1
-            found = None
-            while lo <= hi:
-                mid = (lo + hi) // 2
-                entry = self._decode(os.pread(fd, self.ENTRY.size, mid * self.ENTRY.size))
-                if entry[0] <= key:
-                    found = entry
-                    lo = mid + 1
-                else:
-                    hi = mid - 1
-            return found
-        finally:
-            os.close(fd)
+        return self._floor(0, key)
 
     def floor_by_value(self, value: int) -> tuple[int, int] | None:
         """The entry with the largest value <= ``value`` (values ascend too, e.g. positions)."""
+        return self._floor(1, value)
+
+    def _floor(self, column: int, bound: int) -> tuple[int, int] | None:
+        """Binary search on keys (column 0) or values (column 1), in memory or on disk."""
         if self._keys is not None and self._values is not None:
-            i = bisect_right(self._values, value) - 1
+            i = bisect_right(self._keys if column == 0 else self._values, bound) - 1
             return (self._keys[i], self._values[i]) if i >= 0 else None
         if self._count == 0:
             return None
@@ -136,7 +121,7 @@ class SparseIndex:
             while lo <= hi:
                 mid = (lo + hi) // 2
                 entry = self._decode(os.pread(fd, self.ENTRY.size, mid * self.ENTRY.size))
-                if entry[1] <= value:
+                if entry[column] <= bound:
                     found = entry
                     lo = mid + 1
                 else:
