@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SERVE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-fast lint bench bench-quick deps clean
+.PHONY: serve test test-fast lint bench bench-quick bank-demo deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(PY) bench/broker_bench.py --quick
+
+bank-demo: $(STAMP)
+	$(PY) examples/bank/run.py demo
 
 clean:
 	rm -rf $(VENV) chronik-data .pytest_cache
