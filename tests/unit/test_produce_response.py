@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from chronik.protocol import legacy
+from chronik.protocol import compat, legacy
 from chronik.protocol.produce_response import (
     PartitionResult,
     TopicResult,
@@ -75,6 +75,37 @@ def _check_partition(version: int, got: Any, want: PartitionResult) -> None:
     if version >= 8:
         assert got.record_errors == ()
         assert got.error_message == message
+
+
+@settings(max_examples=100, deadline=None)
+@given(version=st.integers(0, 11), topics=st.lists(topic, max_size=3))
+def test_same_bytes_as_kio_encoder(version: int, topics: list[TopicResult]) -> None:
+    module = compat.response_module(0, version)
+    entity = compat.build(
+        module.ProduceResponse,
+        responses=tuple(
+            compat.build(
+                module.TopicProduceResponse,
+                name=name,
+                partition_responses=tuple(
+                    compat.build(
+                        module.PartitionProduceResponse,
+                        index=p[0],
+                        error_code=p[1],
+                        base_offset=p[2],
+                        log_append_time=p[3],
+                        log_start_offset=p[4],
+                        record_errors=(),
+                        error_message=p[5],
+                    )
+                    for p in partitions
+                ),
+            )
+            for name, partitions in topics
+        ),
+        throttle_time=0,
+    )
+    assert b"".join(encode_produce_response(version, topics)) == compat.encode(entity)
 
 
 def test_no_topics_is_an_empty_array_and_throttle() -> None:

@@ -32,6 +32,7 @@ _V0 = struct.Struct(">ihq")
 _V2 = struct.Struct(">ihqq")
 _V5 = struct.Struct(">ihqqq")
 _THROTTLE_ZERO = b"\x00\x00\x00\x00"
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
 
 
 def encode_produce_response(version: int, topics: list[TopicResult]) -> list[bytes]:
@@ -67,8 +68,13 @@ def encode_produce_response(version: int, topics: list[TopicResult]) -> list[byt
 
 def _string(value: str, flexible: bool) -> bytes:
     data = value.encode()
-    return (write_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
-    return write_uvarint(n + 1) if flexible else _I32.pack(n)
+    return _uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def _uvarint(n: int) -> bytes:
+    # Topic names and counts are almost always under 128: one byte, no loop.
+    return _ONE_BYTE[n] if n < 0x80 else write_uvarint(n)
