@@ -27,10 +27,13 @@ log = logging.getLogger("chronik.connection")
 
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
-# Requests read ahead of the one being answered; more waits for the client.
-# Enough for pipelined produces to share a group commit, few enough that a
-# busy connection does not queue a long backlog in front of a latency probe.
-MAX_IN_FLIGHT = 8
+# Flow control per connection. At most MAX_WORKING requests still being worked
+# on (a produce stops counting once appended, while it waits for its fsync), so a
+# busy connection keeps a short backlog in front of everyone else's requests; and
+# at most MAX_QUEUED awaiting their response, so pipelined acks=all produces can
+# share one group commit.
+MAX_WORKING = 8
+MAX_QUEUED = 32
 
 
 class Pending:
@@ -106,7 +109,12 @@ class Connection:
             async with self.queued:
                 self.queue.append(pending)
                 self.queued.notify_all()
-                await self.queued.wait_for(lambda: len(self.queue) < MAX_IN_FLIGHT or self.closing)
+                await self.queued.wait_for(lambda: len(self.queue) < MAX_QUEUED or self.closing)
+            while not self.closing:
+                working = [p.released for p in self.queue if not p.released.done()]
+                if len(working) < MAX_WORKING:
+                    break
+                await asyncio.wait(working, return_when=asyncio.FIRST_COMPLETED)
 
     def _start(self, data: bytes, previous: Pending | None) -> Pending | None:
         api_key, api_version, correlation_id = parse_header_prefix(data)
