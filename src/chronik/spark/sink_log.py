@@ -6,14 +6,17 @@ One single-partition topic per sink, ``_chronik_sink.<sink id>``. Its records, J
   before it writes any row of batch N, with the target partitions' end offsets at that moment;
 - key ``commit``: ``{"batch": N}``, written by the driver once every task of batch N succeeded.
 
-Every row the sink writes carries the header ``chronik.sink`` = ``<sink id>/<batch>/<task>/<seq>``
-(seq: the row's position in the task's input). A replayed batch that is already committed
-writes nothing; a task whose earlier attempt left an intent first scans the target from the
-intent's offsets and skips the rows it finds there.
+Every row the sink writes carries the header ``chronik.sink`` =
+``<sink id>/<batch>/<task>/<digest>.<n>``: a digest of the row's topic, partition, key, value and
+headers, and n counting identical rows in the task's input. The identity does not depend on row
+order, which a replayed batch (out of a shuffle) need not keep. A replayed batch that is already
+committed writes nothing; a task whose earlier attempt left an intent first scans the target
+from the intent's offsets and skips the rows it finds there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -97,10 +100,37 @@ def intent(batch: int, task: int, ends: dict) -> dict:
     return {"batch": batch, "task": task, "ends": to_json_offsets(ends)}
 
 
+def row_identity(
+    topic: str | None,
+    partition: int | None,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+) -> str:
+    digest = hashlib.blake2b(digest_size=12)
+
+    def add(data: bytes | None) -> None:
+        if data is None:
+            digest.update(b"\xff\xff\xff\xff")  # null, unlike any length
+        else:
+            digest.update(len(data).to_bytes(4, "big"))
+            digest.update(data)
+
+    add(None if topic is None else topic.encode())
+    add(None if partition is None else str(partition).encode())
+    add(key)
+    add(value)
+    for name, data in headers:
+        add(name.encode())
+        add(data)
+    return digest.hexdigest()
+
+
 def written_seqs(
     kafka: dict[str, str], state: SinkState, marker: str, batch: int, task: int
-) -> set[int]:
-    """Seqs an earlier attempt of (batch, task) already wrote: scan from its intents' offsets."""
+) -> set[str]:
+    """Row identities an earlier attempt of (batch, task) already wrote: scan from its
+    intents' offsets."""
     starts: dict = {}
     for rec in state.intents:
         if rec["batch"] == batch and rec["task"] == task:
@@ -111,12 +141,12 @@ def written_seqs(
     ends = OffsetPlanner(kafka, Subscription(topics=tuple({t for t, _ in starts}))).latest(starts)
     conf = {"group.id": "chronik-sink-scan", "enable.auto.commit": "false", **kafka}
     prefix = f"{marker}/{batch}/{task}/".encode()
-    seqs: set[int] = set()
+    seqs: set[str] = set()
     for (topic, part), start in starts.items():
         for rb in read_range(conf, topic, part, start, ends[(topic, part)], include_headers=True,
                              fail_on_data_loss=False):
             for headers in rb.column("headers").to_pylist():
                 for h in headers or ():
                     if h["key"] == HEADER and h["value"].startswith(prefix):
-                        seqs.add(int(h["value"][len(prefix):]))
+                        seqs.add(h["value"][len(prefix):].decode())
     return seqs

@@ -61,9 +61,10 @@ class _RowProducer:
         self,
         batches: list[pa.RecordBatch],
         marker: str | None = None,
-        skip: frozenset[int] | set[int] = frozenset(),
+        skip: frozenset[str] | set[str] = frozenset(),
     ) -> tuple[int, int]:
-        """Produce every row; with a marker, tag each row and leave out the seqs in `skip`."""
+        """Produce every row; with a marker, tag each row with its identity and leave out the
+        identities in `skip`."""
         producer = self.producer()
         errors: list = []
 
@@ -71,7 +72,8 @@ class _RowProducer:
             if err is not None:
                 errors.append(err)
 
-        rows = skipped = seq = 0
+        rows = skipped = 0
+        seen: dict[str, int] = {}
         for rb in batches:
             cols = {name: rb.column(name).to_pylist() for name in rb.schema.names}
             n = rb.num_rows
@@ -81,13 +83,16 @@ class _RowProducer:
             parts = cols.get("partition") or [None] * n
             headers = cols.get("headers") or [None] * n
             for i in range(n):
-                if marker is not None and seq in skip:
-                    skipped += 1
-                    seq += 1
-                    continue
                 hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else []
                 if marker is not None:
-                    hdrs.append((sink_log.HEADER, f"{marker}/{seq}".encode()))
+                    ident = sink_log.row_identity(topics[i], parts[i], keys[i], values[i], hdrs)
+                    count = seen.get(ident, 0)
+                    seen[ident] = count + 1
+                    ident = f"{ident}.{count}"
+                    if ident in skip:
+                        skipped += 1
+                        continue
+                    hdrs.append((sink_log.HEADER, f"{marker}/{ident}".encode()))
                 if topics[i] is None:
                     raise OptionError("a row has a null topic and no 'topic' option is set")
                 kwargs = {"partition": parts[i]} if parts[i] is not None else {}
@@ -102,7 +107,6 @@ class _RowProducer:
                         producer.poll(0.1)
                 producer.poll(0)
                 rows += 1
-                seq += 1
         remaining = producer.flush(120)
         if errors:
             raise KafkaException(errors[0])
