@@ -156,7 +156,11 @@ class Broker:
                 for partition_log in topic.partitions:
                     try:
                         partition_log.apply_retention(now)
-                        partition_log.maybe_compact(now)
+                        job = partition_log.compaction_job(now)
+                        if job is not None:
+                            # Rewriting segments is file I/O: off the loop, so serving goes on.
+                            await asyncio.get_running_loop().run_in_executor(None, job.run)
+                            job.install()
                     except Exception:
                         log.exception("retention failed for %s", topic.name)
 

@@ -110,9 +110,7 @@ def clean_segment(
     cleaned = LogSegment(directory, seg.base_offset, seg.index_interval_bytes)
     cleaned.log_path = out_path
     cleaned.index.path = directory / (segment_name(seg.base_offset, ".index") + ".cleaned")
-    cleaned.time_index.path = directory / (
-        segment_name(seg.base_offset, ".timeindex") + ".cleaned"
-    )
+    cleaned.time_index.path = directory / (segment_name(seg.base_offset, ".timeindex") + ".cleaned")
     cleaned.size = written
     cleaned.rebuild_indexes()
     cleaned.close()
@@ -122,35 +120,72 @@ def clean_segment(
     return seg.size - written
 
 
+class CompactionJob:
+    """One compaction of a log, in two steps: ``run`` writes the compacted copies of the
+    closed segments (file I/O only, safe on a worker thread while the log keeps serving),
+    then ``install`` swaps them in on the thread that owns the log."""
+
+    def __init__(self, log: PartitionLog, now_ms: int) -> None:
+        self.log = log
+        self.segments = list(log.segments[:-1])
+        self.through = log.active.base_offset
+        self.now_ms = now_ms
+        self.delete_retention_ms = log.config.delete_retention_ms
+        self.swapped: list[LogSegment] = []
+        self.saved = 0
+
+    def run(self) -> CompactionJob:
+        if not self.segments:
+            return self
+        latest = latest_offsets(self.segments)
+        for seg in self.segments:
+            gain = clean_segment(seg, latest, self.now_ms, self.delete_retention_ms)
+            if gain:
+                self.saved += gain
+                self.swapped.append(seg)
+        if self.swapped:
+            _fsync_dir(self.segments[0].directory)
+        return self
+
+    def install(self) -> int:
+        """Swap the compacted segments in; ones the log dropped meanwhile (retention,
+        DeleteRecords, a deleted topic) lose their prepared copies instead."""
+        log = self.log
+        replacements = []
+        for seg in self.swapped:
+            if log.closed or seg not in log.segments:
+                _discard_swap(seg)
+                continue
+            for suffix in _SUFFIXES:
+                name = segment_name(seg.base_offset, suffix)
+                os.replace(seg.directory / (name + ".swap"), seg.directory / name)
+            replacements.append(
+                (
+                    seg,
+                    LogSegment.open_closed(
+                        seg.directory, seg.base_offset, seg.index_interval_bytes
+                    ),
+                )
+            )
+        if replacements:
+            _fsync_dir(log.directory)
+        for old, new in replacements:
+            log.replace_segments([old], [new])
+            old.close()
+        log.compacted_through(self.through)
+        return self.saved
+
+
+def _discard_swap(seg: LogSegment) -> None:
+    # The log's swap file first: without it the index ones are leftovers, not a swap.
+    for suffix in (".log", ".index", ".timeindex"):
+        name = segment_name(seg.base_offset, suffix) + ".swap"
+        (seg.directory / name).unlink(missing_ok=True)
+
+
 def compact(log: PartitionLog, now_ms: int) -> int:
-    """Compact every closed segment of ``log``; returns the bytes saved."""
-    closed = log.segments[:-1]
-    if not closed:
-        return 0
-    latest = latest_offsets(closed)
-    saved = 0
-    swapped: list[LogSegment] = []
-    for seg in closed:
-        gain = clean_segment(seg, latest, now_ms, log.config.delete_retention_ms)
-        if gain:
-            saved += gain
-            swapped.append(seg)
-    if not swapped:
-        return 0
-    _fsync_dir(log.directory)
-    replacements = []
-    for seg in swapped:
-        for suffix in _SUFFIXES:
-            name = segment_name(seg.base_offset, suffix)
-            os.replace(log.directory / (name + ".swap"), log.directory / name)
-        replacements.append(
-            LogSegment.open_closed(log.directory, seg.base_offset, seg.index_interval_bytes)
-        )
-    _fsync_dir(log.directory)
-    for old, new in zip(swapped, replacements, strict=True):
-        log.replace_segments([old], [new])
-        old.close()
-    return saved
+    """Compact every closed segment of ``log`` now; returns the bytes saved."""
+    return CompactionJob(log, now_ms).run().install()
 
 
 def _fsync_dir(path: Path) -> None:

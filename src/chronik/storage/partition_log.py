@@ -31,7 +31,7 @@ from chronik.records.batch import (
     stamp_base_offset,
 )
 from chronik.records.reader import iter_records
-from chronik.storage.compaction import compact, finish_interrupted_swaps
+from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
 from chronik.storage.errors import OffsetOutOfRange
 from chronik.storage.producer_state import ProducerStateManager
@@ -483,15 +483,22 @@ class PartitionLog:
     def compact(self, now_ms: int | None = None) -> int:
         """Keep only the latest record per key in the closed segments (offsets preserved);
         returns the bytes saved. Synchronous: run it where appends to this log are not."""
-        saved = compact(self, _now_ms() if now_ms is None else now_ms)
-        self._compacted_through = self.active.base_offset
-        return saved
+        return compact(self, _now_ms() if now_ms is None else now_ms)
 
     def maybe_compact(self, now_ms: int) -> int:
         """Compact a compact-policy log when segments rolled since its last compaction."""
+        job = self.compaction_job(now_ms)
+        return job.run().install() if job is not None else 0
+
+    def compaction_job(self, now_ms: int) -> CompactionJob | None:
+        """A compaction to run (``job.run()`` on a worker thread, then ``job.install()``
+        here), or None when segments have not rolled since the last one."""
         if not self.config.compact or self.active.base_offset <= self._compacted_through:
-            return 0
-        return self.compact(now_ms)
+            return None
+        return CompactionJob(self, now_ms)
+
+    def compacted_through(self, offset: int) -> None:
+        self._compacted_through = max(self._compacted_through, offset)
 
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
         """Swap closed segments for their compacted versions (same offset range)."""
