@@ -352,16 +352,7 @@ class GroupCoordinator:
         if group.state is GroupState.STABLE and old.matches(protocols):
             self._reset_session(group, old)
             # The leader learns it leads but keeps the current assignment (skip_assignment).
-            return JoinResult(
-                NONE,
-                generation=group.generation,
-                protocol_type=group.protocol_type,
-                protocol_name=group.protocol,
-                leader=group.leader_id or "",
-                member_id=new_id,
-                members=self._member_list(group) if was_leader else [],
-                skip_assignment=was_leader,
-            )
+            return self._join_result(group, old, skip_assignment=was_leader)
         old.protocols = protocols
         return await self._wait_for_join(group, old)
 
@@ -404,14 +395,7 @@ class GroupCoordinator:
             and member_id != group.leader_id
         ):
             self._reset_session(group, member)
-            return JoinResult(
-                NONE,
-                generation=group.generation,
-                protocol_type=group.protocol_type,
-                protocol_name=group.protocol,
-                leader=group.leader_id or "",
-                member_id=member_id,
-            )
+            return self._join_result(group, member)
         member.protocols = protocols
         return await self._wait_for_join(group, member)
 
@@ -463,7 +447,10 @@ class GroupCoordinator:
             for m in group.members.values()
         ]
 
-    def _join_result(self, group: Group, member: Member) -> JoinResult:
+    def _join_result(
+        self, group: Group, member: Member, skip_assignment: bool = False
+    ) -> JoinResult:
+        """The current generation as `member` sees it (the leader also gets the members)."""
         is_leader = member.member_id == group.leader_id
         return JoinResult(
             NONE,
@@ -473,6 +460,7 @@ class GroupCoordinator:
             leader=group.leader_id or "",
             member_id=member.member_id,
             members=self._member_list(group) if is_leader else [],
+            skip_assignment=skip_assignment,
         )
 
     # ---------------------------------------------------------------- rebalance
