@@ -99,12 +99,11 @@ def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 30.0) -> 
             future.result(timeout=timeout_s)
 
 
-@dataclass
-class ProduceResult:
+class _Rate:
+    """records/s and MB/s of a result dataclass with `records` and `seconds`."""
+
     records: int
     seconds: float
-    failed: int
-    warmup_records: int
 
     @property
     def records_per_s(self) -> float:
@@ -116,6 +115,14 @@ class ProduceResult:
             "records_per_s": self.records_per_s,
             "mb_per_s": self.records_per_s * record_size / MIB,
         }
+
+
+@dataclass
+class ProduceResult(_Rate):
+    records: int
+    seconds: float
+    failed: int
+    warmup_records: int
 
 
 def _produce_flat_out(
@@ -197,21 +204,10 @@ def produce_throughput(
 
 
 @dataclass
-class ConsumeResult:
+class ConsumeResult(_Rate):
     records: int
     seconds: float
     total_read: int
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.seconds if self.seconds else 0.0
-
-    def as_dict(self, record_size: int) -> dict[str, object]:
-        return {
-            **asdict(self),
-            "records_per_s": self.records_per_s,
-            "mb_per_s": self.records_per_s * record_size / MIB,
-        }
 
 
 def consume_throughput(
