@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("chronik.connection")
 
 API_VERSIONS_KEY = 18
-UNSUPPORTED_VERSION = 35
 # Flow control per connection. At most MAX_WORKING requests still being worked
 # on (a produce stops counting once appended, while it waits for its fsync), so a
 # busy connection keeps a short backlog in front of everyone else's requests; and
@@ -39,9 +38,10 @@ MAX_QUEUED = 32
 class Pending:
     """A request between arrival and its response being written."""
 
-    __slots__ = ("task", "released")
+    __slots__ = ("api_key", "task", "released")
 
-    def __init__(self) -> None:
+    def __init__(self, api_key: int) -> None:
+        self.api_key = api_key
         self.task: asyncio.Task[list[bytes] | None] | None = None
         self.released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -119,7 +119,7 @@ class Connection:
     def _start(self, data: bytes, previous: Pending | None) -> Pending | None:
         api_key, api_version, correlation_id = parse_header_prefix(data)
         handler = self.broker.handler_for(api_key)
-        pending = Pending()
+        pending = Pending(api_key)
         if handler is None:
             log.warning("closing connection from %s: unknown API key %d", self.peer, api_key)
             return None
@@ -177,8 +177,7 @@ class Connection:
             if previous is not None:
                 await previous.released
             started = time.perf_counter()
-            ctx_release = getattr(handler, "PIPELINED", False)
-            if ctx_release:
+            if getattr(handler, "PIPELINED", False):
                 response = await handler.handle(ctx, request, pending.release)
             else:
                 response = await handler.handle(ctx, request)
@@ -206,7 +205,7 @@ class Connection:
                 raise
             except Exception:
                 log.exception("request from %s failed; closing the connection", self.peer)
-                self.broker.metrics.request_failed(0)
+                self.broker.metrics.request_failed(pending.api_key)
                 self._abort()
                 return
             # Every response already finished goes out in one write and one drain.

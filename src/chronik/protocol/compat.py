@@ -71,10 +71,6 @@ def build(cls: type, /, **fields: Any) -> Any:
     return cls(**kept)
 
 
-def has_field(cls: type, name: str) -> bool:
-    return name in _plan(cls)[0]
-
-
 @cache
 def response_module(api_key: int, version: int) -> Any:
     legacy_module = legacy.RESPONSES.get((api_key, version))
@@ -114,14 +110,6 @@ def encode(entity: Any) -> bytes:
 def millis(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
         return int(value.total_seconds() * 1000)
-    return int(value)
-
-
-def timestamp_ms(value: datetime.datetime | int | None) -> int:
-    if value is None:
-        return -1
-    if isinstance(value, datetime.datetime):
-        return int((value - EPOCH).total_seconds() * 1000)
     return int(value)
 
 
