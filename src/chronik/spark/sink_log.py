@@ -10,14 +10,17 @@ Every row the sink writes carries the header ``chronik.sink`` =
 ``<sink id>/<batch>/<task>/<digest>.<n>``: a digest of the row's topic, partition, key, value and
 headers, and n counting identical rows in the task's input. The identity does not depend on row
 order, which a replayed batch (out of a shuffle) need not keep. A replayed batch that is already
-committed writes nothing; a task whose earlier attempt left an intent first scans the target
-from the intent's offsets and skips the rows it finds there.
+committed writes nothing; a task of a batch with intents from an earlier attempt first scans
+the target from those offsets and skips as many copies of each row as it finds there (from
+any task: a replay may split rows into tasks differently). The one case this cannot tell
+apart: identical rows in two tasks of one batch, written by one task before a crash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -128,25 +131,29 @@ def row_identity(
 
 def written_seqs(
     kafka: dict[str, str], state: SinkState, marker: str, batch: int, task: int
-) -> set[str]:
-    """Row identities an earlier attempt of (batch, task) already wrote: scan from its
-    intents' offsets."""
+) -> Counter[str]:
+    """Row digests earlier attempts of ``batch`` already wrote, with how often: scanned from
+    the offsets in the batch's intents. Every task of the batch counts, not only ``task``: a
+    replayed batch may split its rows into tasks differently (adaptive query execution
+    coalesces partitions by size), so a row's earlier writer may have had another task id."""
     starts: dict = {}
     for rec in state.intents:
-        if rec["batch"] == batch and rec["task"] == task:
+        if rec["batch"] == batch:
             for tp, off in from_json_offsets(rec["ends"]).items():
                 starts[tp] = min(off, starts.get(tp, off))
+    written: Counter[str] = Counter()
     if not starts:
-        return set()
+        return written
     ends = OffsetPlanner(kafka, Subscription(topics=tuple({t for t, _ in starts}))).latest(starts)
     conf = {"group.id": "chronik-sink-scan", "enable.auto.commit": "false", **kafka}
-    prefix = f"{marker}/{batch}/{task}/".encode()
-    seqs: set[str] = set()
+    prefix = f"{marker}/{batch}/".encode()
     for (topic, part), start in starts.items():
         for rb in read_range(conf, topic, part, start, ends[(topic, part)], include_headers=True,
                              fail_on_data_loss=False):
             for headers in rb.column("headers").to_pylist():
                 for h in headers or ():
                     if h["key"] == HEADER and h["value"].startswith(prefix):
-                        seqs.add(h["value"][len(prefix):].decode())
-    return seqs
+                        # <task>/<digest>.<n>
+                        ident = h["value"][len(prefix):].decode().split("/", 1)[-1]
+                        written[ident.rsplit(".", 1)[0]] += 1
+    return written

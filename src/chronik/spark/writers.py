@@ -8,6 +8,7 @@ batch through the sink log (see ``sink_log``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -61,10 +62,11 @@ class _RowProducer:
         self,
         batches: list[pa.RecordBatch],
         marker: str | None = None,
-        skip: frozenset[str] | set[str] = frozenset(),
+        skip: Counter[str] | None = None,
     ) -> tuple[int, int]:
-        """Produce every row; with a marker, tag each row with its identity and leave out the
-        identities in `skip`."""
+        """Produce every row; with a marker, tag each row with its identity, and leave out
+        as many copies of a row as `skip` counts for its digest."""
+        skip = Counter(skip or ())
         producer = self.producer()
         errors: list = []
 
@@ -85,14 +87,14 @@ class _RowProducer:
             for i in range(n):
                 hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else []
                 if marker is not None:
-                    ident = sink_log.row_identity(topics[i], parts[i], keys[i], values[i], hdrs)
-                    count = seen.get(ident, 0)
-                    seen[ident] = count + 1
-                    ident = f"{ident}.{count}"
-                    if ident in skip:
+                    digest = sink_log.row_identity(topics[i], parts[i], keys[i], values[i], hdrs)
+                    if skip[digest] > 0:
+                        skip[digest] -= 1
                         skipped += 1
                         continue
-                    hdrs.append((sink_log.HEADER, f"{marker}/{ident}".encode()))
+                    count = seen.get(digest, 0)
+                    seen[digest] = count + 1
+                    hdrs.append((sink_log.HEADER, f"{marker}/{digest}.{count}".encode()))
                 if topics[i] is None:
                     raise OptionError("a row has a null topic and no 'topic' option is set")
                 kwargs = {"partition": parts[i]} if parts[i] is not None else {}
