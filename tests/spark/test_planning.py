@@ -101,3 +101,19 @@ def test_patterns_leave_out_internal_topics_and_sink_logs():
     assert not every.matches("__consumer_offsets")
     assert not every.matches(log_topic("query-1"))
     assert Subscription(topics=("__consumer_offsets",)).matches("__consumer_offsets")
+
+
+def test_options_keep_their_meaning_in_any_case_as_spark_hands_them_over():
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from chronik.spark.schema import spark_schema
+    from chronik.spark.source import ChronikDataSource
+
+    source = ChronikDataSource(CaseInsensitiveDict(
+        {**BASE, "topic": "t", "sinkId": "rm", "batchId": "7", "maxOffsetsPerTrigger": "9",
+         "subscribe": "t"}
+    ))
+    writer = source.writer(spark_schema(False), overwrite=False)
+    assert (writer.sink_id, writer.batch) == ("rm", 7)  # else the write is not exactly-once
+    assert source.streamWriter(spark_schema(False), overwrite=False).sink_id == "rm"
+    assert source.streamReader(spark_schema(False)).options.max_offsets_per_trigger == 9

@@ -27,7 +27,7 @@ class ChronikDataSource(DataSource):
         return StreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
-        return BatchWriter(dict(self.options), schema)
+        return BatchWriter(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
-        return StreamWriter(dict(self.options), schema)
+        return StreamWriter(self.options, schema)

@@ -9,7 +9,7 @@ batch through the sink log (see ``sink_log``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -51,7 +51,7 @@ def check_schema(schema: StructType, topic_option: str | None) -> None:
 
 
 class _RowProducer:
-    def __init__(self, options: dict[str, str]):
+    def __init__(self, options: Mapping[str, str]):
         self.kafka = kafka_config(options)
         self.topic = options.get("topic")
 
@@ -151,7 +151,7 @@ def _commit(core: _RowProducer, sink_id: str, batch: int) -> None:
 
 
 class BatchWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict[str, str], schema: StructType):
+    def __init__(self, options: Mapping[str, str], schema: StructType):
         self.core = _RowProducer(options)
         check_schema(schema, self.core.topic)
         self.sink_id = options.get("sinkId")
@@ -177,7 +177,7 @@ class BatchWriter(DataSourceArrowWriter):
 class StreamWriter(DataSourceStreamArrowWriter):
     """Exactly-once per micro-batch; the sink id is option ``sinkId`` or the query's id."""
 
-    def __init__(self, options: dict[str, str], schema: StructType):
+    def __init__(self, options: Mapping[str, str], schema: StructType):
         self.core = _RowProducer(options)
         check_schema(schema, self.core.topic)
         self.sink_id = options.get("sinkId")
