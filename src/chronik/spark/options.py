@@ -77,6 +77,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_s: float
+    reader: str = "fetch"  # or "librdkafka"
 
     def consumer_config(self) -> dict[str, str]:
         conf = dict(_READ_DEFAULTS)
@@ -91,6 +92,13 @@ def kafka_config(options: Mapping[str, str]) -> dict[str, str]:
     if "bootstrap.servers" not in conf:
         raise OptionError("option 'kafka.bootstrap.servers' is required")
     return conf
+
+
+def _reader(options: Mapping[str, str]) -> str:
+    value = options.get("reader", "fetch").strip().lower()
+    if value not in ("fetch", "librdkafka"):
+        raise OptionError(f"option 'reader' must be fetch or librdkafka, got {value!r}")
+    return value
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -195,4 +203,5 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),
         poll_timeout_s=int(options.get("kafkaConsumer.pollTimeoutMs", "120000")) / 1000,
+        reader=_reader(options),
     )

@@ -19,6 +19,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from chronik.spark import fetch_read
 from chronik.spark.arrow_read import DataLossError, read_range
 from chronik.spark.offsets import (
     TP,
@@ -68,8 +69,17 @@ def plan_ranges(
 def _read(options: ReadOptions, r: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(r, OffsetRange):
         return iter(())  # Spark plans one placeholder partition when there is nothing to read
+    conf = options.consumer_config()
+    if options.reader == "fetch" and fetch_read.usable(conf):
+        return fetch_read.read_range(
+            conf, r.topic, r.partition, r.start, r.end,
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+            poll_timeout_s=options.poll_timeout_s,
+            fallback=read_range,
+        )
     return read_range(
-        options.consumer_config(),
+        conf,
         r.topic,
         r.partition,
         r.start,

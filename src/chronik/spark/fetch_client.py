@@ -1,0 +1,173 @@
+# A blocking Kafka client for one partition's Fetch, for the Spark reader's fast path.
+#
+# Wire format (big-endian; Kafka's FetchRequest.json / FetchResponse.json at version 11, the
+# newest non-flexible version, served by Kafka 2.3 and later and by chronik):
+#   request  = int32 size, int16 api_key (1), int16 api_version (11), int32 correlation_id,
+#              string client_id, int32 replica_id (-1), int32 max_wait_ms, int32 min_bytes,
+#              int32 max_bytes, int8 isolation_level, int32 session_id (0),
+#              int32 session_epoch (-1: no fetch session), [topic string,
+#              [int32 partition, int32 current_leader_epoch (-1), int64 fetch_offset,
+#              int64 log_start_offset (-1), int32 partition_max_bytes]],
+#              [forgotten topics] (empty), string rack_id ("")
+#   response = int32 size, int32 correlation_id, int32 throttle_time_ms, int16 error_code,
+#              int32 session_id, [topic string, [int32 partition, int16 error_code,
+#              int64 high_watermark, int64 last_stable_offset, int64 log_start_offset,
+#              nullable [int64 producer_id, int64 first_offset] aborted_transactions,
+#              int32 preferred_read_replica, nullable bytes records]]
+# ApiVersions v0 (int16 error_code, [int16 api_key, int16 min, int16 max]) is asked first, so a
+# broker without Fetch v11 is found out before anything is sent that it cannot parse.
+#
+# The records come back as a memoryview into the response buffer: batches are never copied
+# on their way to the decoder.
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+
+FETCH = 1
+API_VERSIONS = 18
+FETCH_VERSION = 11
+
+_HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+_FETCH_BODY = struct.Struct(">iiiibii")
+_PARTITION = struct.Struct(">iiqqi")
+_PARTITION_HEAD = struct.Struct(">ihqqq")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+class ProtocolError(Exception):
+    """The broker's answer cannot be read, or it lacks what this client needs."""
+
+
+class Unsupported(ProtocolError):
+    """The broker does not serve Fetch v11: read through librdkafka instead."""
+
+
+@dataclass
+class PartitionData:
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    records: memoryview
+
+
+def encode_fetch(
+    correlation_id: int,
+    client_id: bytes,
+    topic: bytes,
+    partition: int,
+    offset: int,
+    max_wait_ms: int,
+    max_bytes: int,
+    isolation_level: int = 0,
+) -> bytes:
+    body = b"".join((
+        _HEADER.pack(FETCH, FETCH_VERSION, correlation_id, len(client_id)),
+        client_id,
+        _FETCH_BODY.pack(-1, max_wait_ms, 1, max_bytes, isolation_level, 0, -1),
+        _I32.pack(1),
+        _I16.pack(len(topic)),
+        topic,
+        _I32.pack(1),
+        _PARTITION.pack(partition, -1, offset, -1, max_bytes),
+        _I32.pack(0),  # forgotten topics
+        _I16.pack(0),  # rack id ""
+    ))
+    return _I32.pack(len(body)) + body
+
+
+def decode_fetch(buf: memoryview, topic: bytes, partition: int) -> PartitionData:
+    """The one partition of a Fetch v11 response body (after the size prefix)."""
+    try:
+        pos = 4 + 4  # correlation id, throttle time
+        (error,) = _I16.unpack_from(buf, pos)
+        if error:
+            raise ProtocolError(f"fetch failed with error {error}")
+        pos += 2 + 4
+        (topics,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        for _ in range(topics):
+            (name_len,) = _I16.unpack_from(buf, pos)
+            name = bytes(buf[pos + 2 : pos + 2 + name_len])
+            pos += 2 + name_len
+            (parts,) = _I32.unpack_from(buf, pos)
+            pos += 4
+            for _ in range(parts):
+                index, code, hwm, _lso, log_start = _PARTITION_HEAD.unpack_from(buf, pos)
+                pos += _PARTITION_HEAD.size
+                (aborted,) = _I32.unpack_from(buf, pos)
+                pos += 4 + max(aborted, 0) * 16 + 4  # aborted transactions, preferred replica
+                (size,) = _I32.unpack_from(buf, pos)
+                pos += 4
+                records = buf[pos : pos + max(size, 0)]
+                if len(records) != max(size, 0):
+                    raise ProtocolError("fetch response cut short")
+                pos += max(size, 0)
+                if name == topic and index == partition:
+                    return PartitionData(code, hwm, log_start, records)
+    except struct.error as exc:
+        raise ProtocolError(f"unreadable fetch response: {exc}") from None
+    raise ProtocolError(f"fetch response without {topic.decode()}-{partition}")
+
+
+class FetchConnection:
+    """One connection to a partition's leader; requests may be sent ahead of reading."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float):
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id.encode()
+        self._correlation = 0
+        self._check_versions()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _next_id(self) -> int:
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        return self._correlation
+
+    def _check_versions(self) -> None:
+        header = _HEADER.pack(API_VERSIONS, 0, self._next_id(), len(self.client_id))
+        body = header + self.client_id
+        self.sock.sendall(_I32.pack(len(body)) + body)
+        buf = self.receive()
+        try:
+            (error,) = _I16.unpack_from(buf, 4)
+            (count,) = _I32.unpack_from(buf, 6)
+            ranges = {
+                key: (lo, hi)
+                for key, lo, hi in struct.iter_unpack(">hhh", buf[10 : 10 + 6 * count])
+            }
+        except struct.error as exc:
+            raise ProtocolError(f"unreadable ApiVersions response: {exc}") from None
+        lo, hi = ranges.get(FETCH, (1, 0))
+        if error or not lo <= FETCH_VERSION <= hi:
+            raise Unsupported(f"broker serves Fetch v{lo}-v{hi}, not v{FETCH_VERSION}")
+
+    def send_fetch(
+        self, topic: bytes, partition: int, offset: int, max_wait_ms: int, max_bytes: int
+    ) -> None:
+        self.sock.sendall(encode_fetch(
+            self._next_id(), self.client_id, topic, partition, offset, max_wait_ms, max_bytes
+        ))
+
+    def receive(self) -> memoryview:
+        head = self._read_exactly(4)
+        (size,) = _I32.unpack(head)
+        if size < 4:
+            raise ProtocolError(f"response of {size} bytes")
+        return self._read_exactly(size)
+
+    def _read_exactly(self, size: int) -> memoryview:
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        while got < size:
+            n = self.sock.recv_into(view[got:])
+            if n == 0:
+                raise ConnectionError("the broker closed the connection")
+            got += n
+        return view
