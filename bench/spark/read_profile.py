@@ -1,7 +1,9 @@
-"""Where a partition read spends its time, outside Spark: librdkafka consume vs. Arrow.
+"""Where a partition read spends its time, outside Spark: librdkafka consume vs. Arrow, and
+the Fetch reader that replaces both.
 
-One pass over a partition: each consume() call and each conversion to an Arrow batch is timed
-on its own, and the whole read_range() is timed in a second pass.
+One pass over a partition with librdkafka: each consume() call and each conversion to an Arrow
+batch is timed on its own; then the whole librdkafka read_range() and the Fetch reader's
+read_range() are timed over the same records.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from chronik.spark import fetch_read
 from chronik.spark.arrow_read import CONSUME_BATCH, _offsets, messages_to_batch, read_range
 from chronik.spark.options import _READ_DEFAULTS
 from chronik.spark.schema import arrow_schema
@@ -53,7 +56,19 @@ def profile_reader(bootstrap: str, topic: str, partition: int) -> dict[str, floa
     rows = sum(b.num_rows for b in read_range(_conf(bootstrap), topic, partition, 0, end))
     read_s = time.perf_counter() - start
     assert rows == end == seen, (rows, end, seen)
+
+    def fetch_pass() -> int:
+        return sum(b.num_rows for b in fetch_read.read_range(
+            _conf(bootstrap), topic, partition, 0, end, include_headers=False,
+            fail_on_data_loss=True, poll_timeout_s=60, fallback=read_range,
+        ))
+
+    fetch_pass()  # the first pass may compile the decoder
+    start = time.perf_counter()
+    assert fetch_pass() == end
+    fetch_s = time.perf_counter() - start
     return {
+        "fetch_reader_rows_per_s": rows / fetch_s,
         "records": rows,
         "consume_ns_per_record": consume_s / rows * 1e9,
         "arrow_ns_per_record": convert_s / rows * 1e9,
