@@ -97,18 +97,19 @@ def test_log_append_time(broker):
     assert {r["timestampType"] for r in fast} == {1}
 
 
+def _fast(bootstrap: str, topic: str, start: int, end: int, fail_on_data_loss: bool) -> list:
+    return [r["offset"] for r in _rows(fetch_read.read_range(
+        _conf(bootstrap), topic, 0, start, end, include_headers=False,
+        fail_on_data_loss=fail_on_data_loss, poll_timeout_s=10, fallback=_no_fallback,
+    ))]
+
+
 def test_truncated_range_is_data_loss_or_end(broker):
     topic = _topic(broker.bootstrap)
     _produce(broker.bootstrap, topic, 10)
-    conf = _conf(broker.bootstrap)
     with pytest.raises(DataLossError):
-        list(fetch_read.read_range(conf, topic, 0, 5, 20, include_headers=False,
-                                   fail_on_data_loss=True, poll_timeout_s=10,
-                                   fallback=_no_fallback))
-    rows = _rows(fetch_read.read_range(conf, topic, 0, 5, 20, include_headers=False,
-                                       fail_on_data_loss=False, poll_timeout_s=10,
-                                       fallback=_no_fallback))
-    assert [r["offset"] for r in rows] == list(range(5, 10))
+        _fast(broker.bootstrap, topic, 5, 20, fail_on_data_loss=True)
+    assert _fast(broker.bootstrap, topic, 5, 20, fail_on_data_loss=False) == list(range(5, 10))
 
 
 def test_deleted_start_is_data_loss_or_skipped(broker):
@@ -119,15 +120,9 @@ def test_deleted_start_is_data_loss_or_skipped(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for f in admin.delete_records([TopicPartition(topic, 0, 12)]).values():
         f.result(30)
-    conf = _conf(broker.bootstrap)
     with pytest.raises(DataLossError):
-        list(fetch_read.read_range(conf, topic, 0, 0, 30, include_headers=False,
-                                   fail_on_data_loss=True, poll_timeout_s=10,
-                                   fallback=_no_fallback))
-    rows = _rows(fetch_read.read_range(conf, topic, 0, 0, 30, include_headers=False,
-                                       fail_on_data_loss=False, poll_timeout_s=10,
-                                       fallback=_no_fallback))
-    assert [r["offset"] for r in rows] == list(range(12, 30))
+        _fast(broker.bootstrap, topic, 0, 30, fail_on_data_loss=True)
+    assert _fast(broker.bootstrap, topic, 0, 30, fail_on_data_loss=False) == list(range(12, 30))
 
 
 def test_old_message_formats_switch_to_librdkafka(broker, monkeypatch):
