@@ -86,6 +86,7 @@ def test_options_follow_the_kafka_source():
     ({**BASE, "subscribe": "a", "maxOffsetsPerTrigger": "0"}, True, "positive"),
     ({**BASE, "subscribe": "a", "failOnDataLoss": "maybe"}, True, "true or false"),
     ({**BASE, "assign": "[0]"}, True, "assign"),
+    ({**BASE, "subscribe": "a", "reader": "java"}, False, "fetch or librdkafka"),
 ])
 def test_bad_options_are_refused(options, streaming, message):
     with pytest.raises(OptionError, match=message):

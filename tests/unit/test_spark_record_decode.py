@@ -186,3 +186,51 @@ def test_fetch_response_is_read_as_kio_writes_it(others, hwm, log_start, code, r
     got = decode_fetch(memoryview(body), b"t", 4)
     assert (got.error_code, got.high_watermark, got.log_start_offset) == (code, hwm, log_start)
     assert bytes(got.records) == (records or b"")
+
+
+def _serve_once(answers):
+    """A listening socket that reads one request per answer and replies with it."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def run():
+        conn, _ = server.accept()
+        with conn:
+            for answer in answers:
+                (size,) = struct.unpack(">i", conn.recv(4, socket.MSG_WAITALL))
+                request = conn.recv(size, socket.MSG_WAITALL)
+                (correlation,) = struct.unpack_from(">i", request, 4)
+                body = answer(correlation)
+                conn.sendall(struct.pack(">i", len(body)) + body)
+            conn.recv(1)
+        server.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def _api_versions(fetch_max: int):
+    return lambda corr: struct.pack(">ihi", corr, 0, 1) + struct.pack(">hhh", 1, 4, fetch_max)
+
+
+def test_a_broker_without_fetch_v11_is_unsupported():
+    from chronik.spark.fetch_client import FetchConnection, Unsupported
+
+    port = _serve_once([_api_versions(10)])
+    with pytest.raises(Unsupported, match="v4-v10"):
+        FetchConnection("127.0.0.1", port, "me", timeout_s=5)
+
+
+def test_a_response_to_another_request_is_refused():
+    from chronik.spark.fetch_client import FetchConnection, ProtocolError
+
+    port = _serve_once([_api_versions(16), lambda corr: struct.pack(">i", corr + 5)])
+    conn = FetchConnection("127.0.0.1", port, "me", timeout_s=5)
+    try:
+        conn.send_fetch(b"t", 0, 0, 100, 1024)
+        with pytest.raises(ProtocolError, match="expected"):
+            conn.receive()
+    finally:
+        conn.close()

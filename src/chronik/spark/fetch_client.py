@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections import deque
 from dataclasses import dataclass
 
 FETCH = 1
@@ -120,6 +121,7 @@ class FetchConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id.encode()
         self._correlation = 0
+        self._pending: deque[int] = deque()  # correlation ids sent and not yet answered
         self._check_versions()
 
     def close(self) -> None:
@@ -127,6 +129,7 @@ class FetchConnection:
 
     def _next_id(self) -> int:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        self._pending.append(self._correlation)
         return self._correlation
 
     def _check_versions(self) -> None:
@@ -155,11 +158,17 @@ class FetchConnection:
         ))
 
     def receive(self) -> memoryview:
+        """The next response, correlation id first; responses come in the order asked."""
         head = self._read_exactly(4)
         (size,) = _I32.unpack(head)
         if size < 4:
             raise ProtocolError(f"response of {size} bytes")
-        return self._read_exactly(size)
+        body = self._read_exactly(size)
+        (got,) = _I32.unpack_from(body)
+        expected = self._pending.popleft() if self._pending else None
+        if got != expected:
+            raise ProtocolError(f"response to request {got}, expected {expected}")
+        return body
 
     def _read_exactly(self, size: int) -> memoryview:
         buf = bytearray(size)
