@@ -285,8 +285,20 @@ class _PartitionReader:
         return self._to_arrow(buf, n, offsets, stamps, ts_type, kpos, klen, vpos, vlen,
                               hfirst, headers)
 
-    def _to_arrow(self, buf, n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst,
-                  headers) -> pa.RecordBatch:
+    def _to_arrow(
+        self,
+        buf: np.ndarray,
+        n: int,
+        offsets: np.ndarray,
+        stamps: np.ndarray,
+        ts_type: np.ndarray,
+        kpos: np.ndarray,
+        klen: np.ndarray,
+        vpos: np.ndarray,
+        vlen: np.ndarray,
+        hfirst: np.ndarray,
+        headers: np.ndarray,
+    ) -> pa.RecordBatch:
         schema = self.schema
         columns = [
             _binary(buf, kpos[:n], klen[:n]),
@@ -312,7 +324,9 @@ def _binary(buf: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> pa.Array:
     )
 
 
-def _headers(buf: np.ndarray, first: np.ndarray, headers: np.ndarray, kind: pa.DataType):
+def _headers(
+    buf: np.ndarray, first: np.ndarray, headers: np.ndarray, kind: pa.DataType
+) -> pa.Array:
     # Like librdkafka's reader and Spark's Kafka source: a record without headers has null.
     keys = _binary(buf, headers[:, 0], headers[:, 1]).cast(pa.string())  # checks UTF-8
     values = _binary(buf, headers[:, 2], headers[:, 3])
