@@ -1,6 +1,6 @@
 // Drives kafkajs for tests/integration/test_client_kafkajs.py.
 // Reads one JSON job on stdin, prints one JSON result on stdout:
-//   {"bootstrap", "topic", "partitions", "codec": "none|gzip|snappy", "acks": -1|0|1,
+//   {"bootstrap", "topic", "partitions", "codec": "none|gzip|snappy|lz4|zstd", "acks": -1|0|1,
 //    "idempotent": bool, "records": [{"key", "value", "headers": [[k, v]], "timestamp"}],
 //    "queries": [timestamp...], "consume": count, "group": id}
 // Keys, values and header values travel as base64, timestamps as decimal strings.
@@ -8,13 +8,29 @@
 
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require("kafkajs");
 const SnappyCodec = require("kafkajs-snappy");
+const lz4 = require("lz4js");
+const { ZstdCodec } = require("zstd-codec");
 
+// kafkajs ships gzip only. Snappy comes from kafkajs-snappy; lz4 (LZ4 frames) and zstd are
+// wired here from pure-JavaScript libraries, where kafkajs's own packages need native add-ons.
 CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec;
+CompressionCodecs[CompressionTypes.LZ4] = () => ({
+  compress: async (encoder) => Buffer.from(lz4.compress(encoder.buffer)),
+  decompress: async (buffer) => Buffer.from(lz4.decompress(buffer)),
+});
+// The streaming API, because librdkafka's frames do not state their content size.
+const zstd = new Promise((resolve) => ZstdCodec.run((z) => resolve(new z.Streaming())));
+CompressionCodecs[CompressionTypes.ZSTD] = () => ({
+  compress: async (encoder) => Buffer.from((await zstd).compress(encoder.buffer, 3)),
+  decompress: async (buffer) => Buffer.from((await zstd).decompress(buffer)),
+});
 
 const CODECS = {
   none: CompressionTypes.None,
   gzip: CompressionTypes.GZIP,
   snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+  zstd: CompressionTypes.ZSTD,
 };
 
 const b64 = (buf) => (buf === null || buf === undefined ? null : Buffer.from(buf).toString("base64"));

@@ -27,20 +27,21 @@ from .helpers import (
 )
 
 COMPAT = Path(__file__).resolve().parents[1] / "compat"
+NODE_MODULES = ("kafkajs", "kafkajs-snappy", "lz4js", "zstd-codec")
 SCRIPT = COMPAT / "kafkajs_client.js"
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
     pytest.mark.skipif(
-        not all((COMPAT / "node_modules" / m).is_dir() for m in ("kafkajs", "kafkajs-snappy")),
-        reason="kafkajs or kafkajs-snappy missing: run `npm install` in tests/compat "
+        not all((COMPAT / "node_modules" / m).is_dir() for m in NODE_MODULES),
+        reason=f"one of {', '.join(NODE_MODULES)} missing: run `npm ci` in tests/compat "
         "(scripts/install-test-deps.sh does it)",
     ),
 ]
 
-# kafkajs ships gzip; snappy comes from kafkajs-snappy. Its lz4 and zstd codecs are
-# native addons, left out to keep the install light.
-KAFKAJS_CODECS = ("none", "gzip", "snappy")
+# kafkajs ships gzip; snappy comes from kafkajs-snappy, lz4 and zstd from pure-JavaScript
+# libraries wired in kafkajs_client.js.
+KAFKAJS_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def b64(data: bytes | None) -> str | None:
@@ -115,12 +116,13 @@ def test_round_trip(broker_process, codec):
     assert latest == counts
 
 
-def test_reads_what_another_client_wrote_through_a_group(broker):
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd"])
+def test_reads_what_another_client_wrote_through_a_group(broker, codec):
     topic = topic_name("group")
     sent = sample_records(40, seed=42)
     result = kafkajs(broker.bootstrap, topic, partitions=2)
     assert result["created"] is True
-    confluent_produce(broker.bootstrap, topic, sent, **{"compression.type": "gzip"})
+    confluent_produce(broker.bootstrap, topic, sent, **{"compression.type": codec})
     result = kafkajs(broker.bootstrap, topic, consume=len(sent), group=topic_name("g"))
     got = consumed(result)
     assert_round_trip(sent, got, partitions=2, check_headers=False)
