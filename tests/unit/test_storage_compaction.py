@@ -108,3 +108,55 @@ def test_interrupted_swap_is_finished_or_dropped_at_open(tmp_path, committed):
         assert offsets[0] == 0
     assert offsets[-1] == 11
     finish_interrupted_swaps(path)
+
+
+def _keys(log) -> list[bytes]:
+    return [r.key for r in all_records(log)]
+
+
+def test_min_compaction_lag_leaves_young_segments_as_written(tmp_path):
+    config = compact_config(segment_bytes=300, min_compaction_lag_ms=60_000)
+    log = open_log(tmp_path / "t-0", config)
+    for _ in range(8):
+        append(log, keyed(b"old", b"v" * 50, ts=NOW - 120_000))
+    for _ in range(8):
+        append(log, keyed(b"young", b"v" * 50, ts=NOW))
+    young_before = _keys(log).count(b"young")
+    assert log.maybe_compact(NOW) > 0
+    keys = _keys(log)
+    assert keys.count(b"old") == 1  # old enough: compacted
+    assert keys.count(b"young") == young_before  # within the lag: every copy is still there
+    # Once the lag has passed, the rest is compacted too.
+    assert log.maybe_compact(NOW + 120_000) > 0
+    in_active = sum(1 for r in all_records(log) if r.offset >= log.active.base_offset)
+    assert _keys(log).count(b"young") == 1 + in_active
+
+
+def test_dirty_ratio_decides_when_a_compaction_is_due(tmp_path):
+    log = open_log(tmp_path / "t-0", compact_config(segment_bytes=300,
+                                                   min_cleanable_dirty_ratio=0.6))
+    for i in range(40):
+        append(log, keyed(b"k%d" % i, b"v" * 50))  # distinct keys: compaction saves nothing
+    assert log.maybe_compact(NOW) == 0  # the first pass: everything was dirty, nothing to drop
+    rolled = log.active.base_offset
+    for _ in range(4):
+        append(log, keyed(b"k0", b"w" * 50))
+    assert log.active.base_offset > rolled
+    job = log.compaction_job(NOW)
+    assert job is None  # a small dirty tail: below the ratio, not due
+    for _ in range(80):
+        append(log, keyed(b"k1", b"x" * 50))
+    assert log.maybe_compact(NOW) > 0  # now most of the log is dirty
+
+
+def test_max_compaction_lag_forces_a_compaction_below_the_ratio(tmp_path):
+    log = open_log(tmp_path / "t-0", compact_config(segment_bytes=300,
+                                                   min_cleanable_dirty_ratio=0.99,
+                                                   max_compaction_lag_ms=10_000))
+    for i in range(40):
+        append(log, keyed(b"k%d" % i, b"v" * 50))
+    log.maybe_compact(NOW)
+    for _ in range(6):
+        append(log, keyed(b"k0", b"w" * 50))
+    assert log.compaction_job(NOW) is None
+    assert log.maybe_compact(NOW + 60_000) > 0

@@ -12,6 +12,8 @@
 # with the same base offset, offset deltas, codec, timestamps and producer fields.
 # Records without a key are kept. Tombstones (null value) are dropped once their batch
 # is older than delete.retention.ms. Control batches are copied as they are.
+# Scheduling follows Kafka's cleaner: min.compaction.lag.ms, min.cleanable.dirty.ratio and
+# max.compaction.lag.ms decide which segments and when (CompactionJob.due).
 from __future__ import annotations
 
 import os
@@ -127,12 +129,34 @@ class CompactionJob:
 
     def __init__(self, log: PartitionLog, now_ms: int) -> None:
         self.log = log
-        self.segments = list(log.segments[:-1])
-        self.through = log.active.base_offset
+        closed = list(log.segments[:-1])
+        # min.compaction.lag.ms: as Kafka, a segment holding a record younger than the lag,
+        # and every segment after it, stays as written (and adds nothing to the key map).
+        lag = log.config.min_compaction_lag_ms
+        cut = next(
+            (i for i, seg in enumerate(closed) if lag and seg.max_timestamp > now_ms - lag),
+            len(closed),
+        )
+        self.segments = closed[:cut]
+        self.through = closed[cut].base_offset if cut < len(closed) else log.active.base_offset
         self.now_ms = now_ms
         self.delete_retention_ms = log.config.delete_retention_ms
         self.swapped: list[LogSegment] = []
         self.saved = 0
+
+    def due(self, first_dirty: int) -> bool:
+        """Kafka's cleaner rule: the dirty part (segments from ``first_dirty``, not compacted
+        yet) is at least min.cleanable.dirty.ratio of the cleanable bytes, or has waited
+        longer than max.compaction.lag.ms."""
+        dirty = [seg for seg in self.segments if seg.base_offset >= first_dirty]
+        if not dirty:
+            return False
+        config = self.log.config
+        total = sum(seg.size for seg in self.segments)
+        if total and sum(seg.size for seg in dirty) / total >= config.min_cleanable_dirty_ratio:
+            return True
+        oldest = dirty[0].first_timestamp()
+        return oldest >= 0 and self.now_ms - oldest > config.max_compaction_lag_ms
 
     def run(self) -> CompactionJob:
         if not self.segments:

@@ -492,10 +492,12 @@ class PartitionLog:
 
     def compaction_job(self, now_ms: int) -> CompactionJob | None:
         """A compaction to run (``job.run()`` on a worker thread, then ``job.install()``
-        here), or None when segments have not rolled since the last one."""
+        here), or None when segments have not rolled since the last one or the cleaner
+        settings say it is not due yet."""
         if not self.config.compact or self.active.base_offset <= self._compacted_through:
             return None
-        return CompactionJob(self, now_ms)
+        job = CompactionJob(self, now_ms)
+        return job if job.due(self._compacted_through) else None
 
     def compacted_through(self, offset: int) -> None:
         self._compacted_through = max(self._compacted_through, offset)

@@ -275,6 +275,12 @@ class LogSegment:
             self._max_timestamp, self._offset_of_max_timestamp = last if last else (-1, -1)
         return self._max_timestamp
 
+    def first_timestamp(self) -> int:
+        """The first batch's (max) timestamp; -1 for an empty segment."""
+        if self.first_batch_timestamp is None and self.size >= HEADER_SIZE:
+            self.first_batch_timestamp = self._first_header().max_timestamp
+        return NO_TIMESTAMP if self.first_batch_timestamp is None else self.first_batch_timestamp
+
     @property
     def offset_of_max_timestamp(self) -> int:
         _ = self.max_timestamp
