@@ -37,6 +37,17 @@ def test_batch_write_round_trips(spark, bootstrap, topic_factory):
     assert all(len(p) == 1 for p in parts.values())
 
 
+def test_exactly_once_batch_write_creates_its_topic_like_a_plain_one(spark, bootstrap):
+    import uuid
+
+    topic = f"new-{uuid.uuid4().hex[:8]}"  # does not exist yet; the broker auto-creates
+    df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(20)], "key string, value string")
+    for _ in range(2):  # the second write of the same batch id writes nothing
+        (df.write.format("chronik").mode("append").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", topic).option("sinkId", f"s-{topic}").option("batchId", "0").save())
+    assert _read_all(spark, bootstrap, topic).count() == 20
+
+
 def test_write_needs_value_and_topic(spark, bootstrap):
     df = spark.createDataFrame([("a",)], "value string")
     with pytest.raises(Exception, match="topic"):

@@ -32,6 +32,7 @@ _PRODUCER_DEFAULTS = {
     "batch.size": str(1 << 20),
     "queue.buffering.max.messages": "1000000",
     "compression.type": "lz4",
+    "delivery.report.only.error": True,  # a delivery callback per failed row, not per row
 }
 
 
@@ -40,6 +41,13 @@ class WriteResult(WriterCommitMessage):
     rows: int
     skipped: int
     sink_id: str | None = None
+
+
+def _as_bytes(column: pa.Array) -> pa.Array:
+    """Key and value may be strings, as in Spark's Kafka sink: written as UTF-8."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column.cast(pa.binary())
+    return column
 
 
 def check_schema(schema: StructType, topic_option: str | None) -> None:
@@ -77,7 +85,8 @@ class _RowProducer:
         rows = skipped = 0
         seen: dict[str, int] = {}
         for rb in batches:
-            cols = {name: rb.column(name).to_pylist() for name in rb.schema.names}
+            cols = {name: _as_bytes(rb.column(name)).to_pylist() if name in ("key", "value")
+                    else rb.column(name).to_pylist() for name in rb.schema.names}
             n = rb.num_rows
             values = cols["value"]
             keys = cols.get("key") or [None] * n
@@ -107,8 +116,9 @@ class _RowProducer:
                         break
                     except BufferError:
                         producer.poll(0.1)
-                producer.poll(0)
                 rows += 1
+                if rows % 1000 == 0:
+                    producer.poll(0)  # serve delivery reports now and then, not per row
         remaining = producer.flush(120)
         if errors:
             raise KafkaException(errors[0])
@@ -116,12 +126,18 @@ class _RowProducer:
             raise TimeoutError(f"{remaining} records not delivered within 120s")
         return rows, skipped
 
-    def target_ends(self, batches: list[pa.RecordBatch]) -> dict:
+    def target_ends(self, batches: list[pa.RecordBatch], producer: Producer) -> dict:
         topics = {self.topic} if self.topic else {
             t for rb in batches for t in rb.column("topic").unique().to_pylist() if t
         }
+        if not topics:
+            return {}
+        for topic in topics:
+            # A producer's metadata request for a topic lets the broker create it, as the
+            # first produce would (auto.create.topics.enable); the intent needs its ends.
+            producer.list_topics(topic=topic, timeout=30)
         planner = OffsetPlanner(self.kafka, Subscription(topics=tuple(sorted(topics))))
-        return planner.latest(planner.partitions()) if topics else {}
+        return planner.latest(planner.partitions())
 
 
 def _exactly_once_write(
@@ -137,9 +153,8 @@ def _exactly_once_write(
         return WriteResult(0, sum(rb.num_rows for rb in batches), sink_id)
     skip = sink_log.written_seqs(core.kafka, state, sink_id, batch, task)
     producer = core.producer()
-    sink_log.write_record(
-        producer, topic, "intent", sink_log.intent(batch, task, core.target_ends(batches))
-    )
+    ends = core.target_ends(batches, producer)
+    sink_log.write_record(producer, topic, "intent", sink_log.intent(batch, task, ends))
     rows, skipped = core.produce_all(batches, marker=f"{sink_id}/{batch}/{task}", skip=skip)
     return WriteResult(rows, skipped, sink_id)
 
