@@ -17,6 +17,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from kio.index import load_request_schema  # noqa: E402
 from kio.serial import entity_reader  # noqa: E402
+from test_records_codec import records_st  # noqa: E402
 
 from chronik.protocol.fetch_response import (  # noqa: E402
     PartitionResult,
@@ -29,19 +30,9 @@ from chronik.spark import record_decode  # noqa: E402
 from chronik.spark.fetch_client import decode_fetch, encode_fetch  # noqa: E402
 from chronik.spark.fetch_read import CorruptRecords, _PartitionReader  # noqa: E402
 
-blobs = st.one_of(st.none(), st.binary(max_size=40))
-records = st.builds(
-    Record,
-    timestamp=st.integers(0, 2**41),
-    key=blobs,
-    value=blobs,
-    headers=st.lists(
-        st.tuples(st.text(max_size=6), blobs), max_size=3
-    ).map(tuple),
-)
 batch_specs = st.lists(
     st.tuples(
-        st.lists(records, min_size=1, max_size=12),
+        records_st,
         st.sampled_from([0, 1, 2, 3, 4]),  # codec
         st.one_of(st.none(), st.integers(0, 2**41)),  # LogAppendTime
         st.booleans(),  # offset gaps, as compaction leaves them
