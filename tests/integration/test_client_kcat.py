@@ -77,7 +77,12 @@ def test_round_trip_every_codec(broker_process, codec):
     create_topic(broker.bootstrap, topic, partitions=3)
     sent = text_records(60, seed=31)
     before = int(time.time() * 1000)
-    kcat_produce(broker.bootstrap, topic, sent, f"compression.codec={codec}", "acks=all")
+    # librdkafka sends a batch uncompressed when compressing does not shrink it, which a
+    # batch of one or two short records does not: linger so that the records batch up even
+    # when kcat is slow to read its input on a loaded machine.
+    kcat_produce(
+        broker.bootstrap, topic, sent, f"compression.codec={codec}", "acks=all", "linger.ms=500"
+    )
     after = int(time.time() * 1000)
     got = kcat_consume(broker.bootstrap, topic, "-o", "beginning")
     assert_round_trip(sent, got, partitions=3, check_timestamps=False, check_headers=False)
