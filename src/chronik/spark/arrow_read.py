@@ -179,10 +179,7 @@ def _without_events(
             done = done or _ended_early(m, end, fail_on_data_loss, topic, partition)
         elif err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
             if fail_on_data_loss:
-                raise DataLossError(
-                    f"offsets of {topic}-{partition} from {start} are no longer available "
-                    "(deleted by retention?); set failOnDataLoss=false to skip them"
-                )
+                raise deleted(topic, partition, start)
             consumer.assign([KafkaTopicPartition(topic, partition, OFFSET_BEGINNING)])
         else:
             raise KafkaException(err)
@@ -194,11 +191,22 @@ def _ended_early(
 ) -> bool:
     # librdkafka reports EOF at the high watermark; offsets below it that never arrive were
     # compacted away or were control records, which is not data loss.
-    if eof.offset() >= end:
-        return True
-    if fail_on_data_loss:
-        raise DataLossError(
-            f"{topic}-{partition} ends at offset {eof.offset()} but offsets up to {end} "
-            "were planned; the partition was truncated. Set failOnDataLoss=false to go on."
-        )
+    if eof.offset() < end and fail_on_data_loss:
+        raise truncated(topic, partition, eof.offset(), end)
     return True
+
+
+def deleted(topic: str, partition: int, start: int) -> DataLossError:
+    """Offsets to read were deleted (retention, DeleteRecords) and failOnDataLoss is on."""
+    return DataLossError(
+        f"offsets of {topic}-{partition} from {start} are no longer available "
+        "(deleted by retention?); set failOnDataLoss=false to skip them"
+    )
+
+
+def truncated(topic: str, partition: int, at: int, end: int) -> DataLossError:
+    """The partition ends before the planned end and failOnDataLoss is on."""
+    return DataLossError(
+        f"{topic}-{partition} ends at offset {at} but offsets up to {end} "
+        "were planned; the partition was truncated. Set failOnDataLoss=false to go on."
+    )

@@ -24,7 +24,7 @@ from crc32c import crc32c
 
 from chronik.records.compression import decompress
 from chronik.spark import record_decode
-from chronik.spark.arrow_read import DataLossError
+from chronik.spark.arrow_read import deleted, truncated
 from chronik.spark.fetch_client import (
     FetchConnection,
     PartitionData,
@@ -157,8 +157,9 @@ class _PartitionReader:
                 if len(blob) and self.max_bytes < _MAX_BYTES_CAP:
                     self.max_bytes *= 2  # one batch bigger than a whole fetch: ask for more
                 elif data.high_watermark <= position:
-                    if _ended_early(position, end, fail_on_data_loss, self.topic, self.partition):
-                        return
+                    if fail_on_data_loss:
+                        raise truncated(self.topic, self.partition, position, end)
+                    return
                 elif time.monotonic() - last_progress > self.poll_timeout_s:
                     raise TimeoutError(
                         f"no records from {self.topic}-{self.partition} in "
@@ -216,12 +217,10 @@ class _PartitionReader:
         earliest = planner.earliest([tp])[tp]
         if position < earliest:
             if fail_on_data_loss:
-                raise DataLossError(
-                    f"offsets of {self.topic}-{self.partition} from {position} are no longer "
-                    "available (deleted by retention?); set failOnDataLoss=false to skip them"
-                )
+                raise deleted(self.topic, self.partition, position)
             return earliest
-        _ended_early(position, end, fail_on_data_loss, self.topic, self.partition)
+        if fail_on_data_loss:
+            raise truncated(self.topic, self.partition, position, end)
         return None
 
     # -- batches to Arrow -----------------------------------------------------------------
@@ -337,11 +336,3 @@ def _headers(
         mask=pa.array(counts == 0) if (counts == 0).any() else None,
     )
 
-
-def _ended_early(position: int, end: int, fail_on_data_loss: bool, topic: str, part: int) -> bool:
-    if fail_on_data_loss:
-        raise DataLossError(
-            f"{topic}-{part} ends at offset {position} but offsets up to {end} were planned; "
-            "the partition was truncated. Set failOnDataLoss=false to go on."
-        )
-    return True
