@@ -112,6 +112,15 @@ def test_a_record_running_past_its_batch_is_corrupt():
         _decode(_with_crc(batch), 0, 10)
 
 
+def test_a_header_running_past_its_record_is_corrupt():
+    batch = bytearray(build_batch([Record(0, b"k", b"v", (("h", b"1"),))]))
+    assert batch[70] == 2  # the header key's length varint: 1 byte
+    batch[70] = 0x7E
+    with pytest.raises(CorruptRecords, match="corrupt records"):
+        _decode(_with_crc(batch), 0, 10)
+    assert _decode(_with_crc(batch), 0, 10, headers=False).num_rows == 1  # headers unread
+
+
 def test_a_crc_mismatch_is_corrupt():
     batch = bytearray(build_batch([Record(0, b"k", b"value")]))
     batch[-1] ^= 0xFF

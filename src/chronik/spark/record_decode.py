@@ -132,32 +132,35 @@ def decode_sections(
     hk = np.empty((hcap, 4), np.int64)  # key pos, key len, value pos, value len
     n = 0
     nh = 0
+    bad = -1
     for s in range(len(sec_start)):
         pos = sec_start[s]
         end = sec_end[s]
         for _ in range(sec_count[s]):
+            bad = s  # until the record is read whole
             length, pos = _varint(buf, pos, end)
             if pos < 0 or length < 0 or pos + length > end:
-                return n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst, hk[:nh], s
+                break
             rec_end = pos + length
             pos += 1  # attributes, unused
             ts_delta, pos = _varint(buf, pos, rec_end)
             if pos < 0:
-                return n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst, hk[:nh], s
+                break
             off_delta, pos = _varint(buf, pos, rec_end)
             if pos < 0:
-                return n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst, hk[:nh], s
+                break
             key_len, pos = _varint(buf, pos, rec_end)
             if pos < 0 or pos + max(key_len, 0) > rec_end or key_len < -1:
-                return n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst, hk[:nh], s
+                break
             key_pos = pos
             pos += max(key_len, 0)
             value_len, pos = _varint(buf, pos, rec_end)
             if pos < 0 or pos + max(value_len, 0) > rec_end or value_len < -1:
-                return n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst, hk[:nh], s
+                break
             value_pos = pos
             pos += max(value_len, 0)
             offset = base_offset[s] + off_delta
+            bad = -1
             if offset < lo or offset >= hi:
                 pos = rec_end
                 continue
@@ -173,20 +176,20 @@ def decode_sections(
             vpos[n] = value_pos
             vlen[n] = value_len
             if want_headers:
+                bad = s
                 count, pos = _varint(buf, pos, rec_end)
                 if pos < 0 or count < 0:
-                    return n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst, hk[:nh], s
+                    break
+                read = 0
                 for _h in range(count):
                     hkey_len, pos = _varint(buf, pos, rec_end)
                     if pos < 0 or hkey_len < 0 or pos + hkey_len > rec_end:
-                        return (n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst,
-                                hk[:nh], s)
+                        break
                     hkey_pos = pos
                     pos += hkey_len
                     hval_len, pos = _varint(buf, pos, rec_end)
                     if pos < 0 or hval_len < -1 or pos + max(hval_len, 0) > rec_end:
-                        return (n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst,
-                                hk[:nh], s)
+                        break
                     if nh == hcap:
                         hcap *= 2
                         grown = np.empty((hcap, 4), np.int64)
@@ -198,10 +201,16 @@ def decode_sections(
                     hk[nh, 3] = hval_len
                     nh += 1
                     pos += max(hval_len, 0)
+                    read += 1
+                if read < count:
+                    break
+                bad = -1
             n += 1
             hfirst[n] = nh
             pos = rec_end
-    return n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst, hk[:nh], -1
+        if bad >= 0:
+            break
+    return n, offsets, stamps, ts_type, kpos, klen, vpos, vlen, hfirst, hk[:nh], bad
 
 
 @_compiled
