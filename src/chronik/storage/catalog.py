@@ -20,6 +20,7 @@ from chronik.storage.config import LogConfig, validate_topic_configs
 from chronik.storage.errors import (
     InvalidPartitions,
     InvalidTopicName,
+    KafkaStorageError,
     TopicExists,
     UnknownTopicOrPartition,
 )
@@ -46,6 +47,10 @@ def validate_topic_name(name: str) -> None:
             f"Topic name {name} is illegal, it contains a character other than "
             "ASCII alphanumerics, '.', '_' and '-'"
         )
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 def _collision_key(name: str) -> str:
@@ -155,13 +160,20 @@ class Catalog:
         topic = Topic(name, topic_id or uuid.uuid4(), configs, log_config)
         if validate_only:
             return topic
-        self._meta.mkdir(parents=True, exist_ok=True)
-        for p in range(num_partitions):
-            path = self._partition_dir(name, p)
-            if path.exists():  # leftovers of an earlier topic of the same name
-                shutil.rmtree(path)
-            topic.partitions.append(PartitionLog.open(path, log_config))
-        self._write_meta(topic)
+        try:
+            self._meta.mkdir(parents=True, exist_ok=True)
+            for p in range(num_partitions):
+                path = self._partition_dir(name, p)
+                if path.exists():  # leftovers of an earlier topic of the same name
+                    shutil.rmtree(path)
+                topic.partitions.append(PartitionLog.open(path, log_config))
+            self._write_meta(topic)
+        except OSError as exc:
+            # No half-made topic: without its .meta file it would be gone at restart.
+            for log in topic.partitions:
+                log.delete()
+            (self._meta / f"{name}.json").unlink(missing_ok=True)
+            raise KafkaStorageError(f"Topic '{name}' not created: {_reason(exc)}") from None
         self.topics[name] = topic
         return topic
 
@@ -186,12 +198,20 @@ class Catalog:
             )
         if validate_only:
             return topic
-        for p in range(current, total):
-            path = self._partition_dir(name, p)
-            if path.exists():
-                shutil.rmtree(path)
-            topic.partitions.append(PartitionLog.open(path, topic.log_config))
-        self._write_meta(topic)
+        try:
+            for p in range(current, total):
+                path = self._partition_dir(name, p)
+                if path.exists():
+                    shutil.rmtree(path)
+                topic.partitions.append(PartitionLog.open(path, topic.log_config))
+            self._write_meta(topic)
+        except OSError as exc:
+            for log in topic.partitions[current:]:
+                log.delete()
+            del topic.partitions[current:]
+            raise KafkaStorageError(
+                f"Partitions of '{name}' not created: {_reason(exc)}"
+            ) from None
         return topic
 
     def alter_topic_configs(
@@ -216,11 +236,18 @@ class Catalog:
         log_config = LogConfig.from_configs(self.broker_configs, new)
         if validate_only:
             return topic
+        old_configs = topic.configs
         topic.configs = new
+        try:
+            self._write_meta(topic)
+        except OSError as exc:
+            topic.configs = old_configs
+            raise KafkaStorageError(
+                f"Configs of '{name}' not changed: {_reason(exc)}"
+            ) from None
         topic.log_config = log_config
         for log in topic.partitions:
             log.update_config(log_config)
-        self._write_meta(topic)
         return topic
 
     def update_broker_configs(self, configs: Mapping[str, str]) -> None:
@@ -240,9 +267,13 @@ class Catalog:
         }
         path = self._meta / f"{topic.name}.json"
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(meta, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w") as f:
+                json.dump(meta, f, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         _fsync_dir(self._meta)

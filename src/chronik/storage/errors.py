@@ -57,6 +57,13 @@ class InvalidConfig(StorageError):
     code = INVALID_CONFIG
 
 
+class KafkaStorageError(StorageError):
+    """A write or fsync of the log failed (full disk, I/O error): nothing of the request
+    was acknowledged. Clients retry (KAFKA_STORAGE_ERROR is retriable)."""
+
+    code = KAFKA_STORAGE_ERROR
+
+
 class ProducerStateError(StorageError):
     """An idempotent-producer batch rejected by sequence or epoch checks."""
 

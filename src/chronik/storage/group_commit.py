@@ -7,6 +7,9 @@ fsync then covers all of them at once. The fsync runs in a worker thread so the 
 loop keeps serving. A roll fsyncs the sealed segment itself and marks the log durable up
 to the roll, so an fsync in flight only ever needs the segment it was started on, whose
 file descriptor stays open until the segment is deleted.
+
+A failed fsync takes the log offline (PartitionLog.sync_failed): every caller still
+waiting, and every later one, gets KafkaStorageError instead of an acknowledgement.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
+from chronik.storage.errors import KafkaStorageError
 from chronik.storage.partition_log import PartitionLog
 from chronik.storage.segment import LogSegment
 
@@ -28,9 +32,17 @@ class GroupCommitter:
         self.on_fsync: Callable[[float], None] | None = None  # seconds each fsync took
 
     async def sync(self, log: PartitionLog) -> None:
+        """Return once everything appended to ``log`` so far is on disk; raises
+        KafkaStorageError if an fsync failed first."""
         target = log.append_seq
         key = id(log)
-        while log.durable_seq < target and not log.closed:
+        while log.durable_seq < target:
+            if log.offline is not None:
+                raise KafkaStorageError(
+                    f"partition {log.name}: fsync failed ({log.offline}), not acknowledged"
+                )
+            if log.closed:
+                return
             task = self._in_flight.get(key)
             if task is None:
                 task = asyncio.ensure_future(self._fsync(log, key))
@@ -44,10 +56,14 @@ class GroupCommitter:
             self.fsyncs += 1
             started = time.perf_counter()
             try:
-                await loop.run_in_executor(self._executor, _fdatasync, segment)
-            except RuntimeError:
-                # The interpreter is exiting and thread pools take no more work.
-                _fdatasync(segment)
+                try:
+                    await loop.run_in_executor(self._executor, _fdatasync, segment)
+                except RuntimeError:
+                    # The interpreter is exiting and thread pools take no more work.
+                    _fdatasync(segment)
+            except OSError as exc:
+                log.sync_failed(exc)
+                return
             if self.on_fsync is not None:
                 self.on_fsync(time.perf_counter() - started)
             log.mark_durable(seq)

@@ -11,8 +11,18 @@
 # last segment's batches are all checked (header, CRC) and the file is cut at the first
 # torn or corrupt one; its indexes are rebuilt. Producer state comes from the newest
 # snapshot plus a header scan of the batches after it.
+#
+# Storage errors: a failed write (full disk, I/O error) is cut back by the segment before
+# anything else is appended, the request gets KAFKA_STORAGE_ERROR, and every later append
+# tries again, so writes resume by themselves once space returns. A failed fsync leaves
+# what is on disk unknown: the partition goes offline for writes (reads go on) until a
+# restart, whose recovery checks every batch of the last segment, as Kafka takes a log
+# directory offline. Each change of state is logged once.
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import os
 import shutil
 import time
@@ -33,9 +43,11 @@ from chronik.records.batch import (
 from chronik.records.reader import iter_records
 from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
-from chronik.storage.errors import OffsetOutOfRange
+from chronik.storage.errors import KafkaStorageError, OffsetOutOfRange
 from chronik.storage.producer_state import ProducerStateManager
-from chronik.storage.segment import LogSegment
+from chronik.storage.segment import LogSegment, SyncFailed
+
+log = logging.getLogger("chronik.storage")
 
 CLEAN_SHUTDOWN = ".clean-shutdown"
 LOG_START_FILE = "log-start-offset"
@@ -63,6 +75,10 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self.directory = directory
@@ -83,6 +99,8 @@ class PartitionLog:
         self._read_hints: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
         self._compacted_through = 0
         self.closed = False
+        self._write_failure: str | None = None  # why the last write failed, until one works
+        self.offline: str | None = None  # why an fsync failed: no writes until restart
 
     # -- open / close ---------------------------------------------------------------------
     @classmethod
@@ -146,17 +164,45 @@ class PartitionLog:
             )
 
     def close(self) -> None:
+        """Flush, snapshot producer state and mark the shutdown clean. Never raises: if any
+        of it fails (full disk, I/O error) the rest is skipped and the log is left to be
+        recovered at the next start as after a crash."""
         if self.closed:
             return
-        self.flush()
-        self.active.flush_indexes()
-        self.producer_state.take_snapshot(self._end_offset)
-        self.producer_state.delete_snapshots_below(self._end_offset)
+        problem = self.offline
+        if problem is None:
+            try:
+                self.active.repair()
+                try:
+                    self.active.flush()
+                except OSError as exc:
+                    self.sync_failed(exc)  # nothing still waiting may be acknowledged
+                    raise
+                self.durable_seq = self.append_seq
+                self.active.flush_indexes()
+                self.producer_state.take_snapshot(self._end_offset)
+                self.producer_state.delete_snapshots_below(self._end_offset)
+            except OSError as exc:
+                problem = _reason(exc)
         for seg in self.segments:
-            seg.close()
-        marker = self.directory / CLEAN_SHUTDOWN
-        marker.touch()
-        _fsync_dir(self.directory)
+            try:
+                seg.close()
+            except OSError as exc:
+                problem = problem or _reason(exc)
+        if problem is None:
+            marker = self.directory / CLEAN_SHUTDOWN
+            try:
+                marker.touch()
+                _fsync_dir(self.directory)
+            except OSError as exc:
+                problem = _reason(exc)
+                marker.unlink(missing_ok=True)
+        if problem is not None:
+            log.warning(
+                "partition %s: not closed cleanly (%s); it is recovered at the next start",
+                self.name,
+                problem,
+            )
         self.closed = True
 
     def delete(self) -> None:
@@ -167,6 +213,10 @@ class PartitionLog:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- state ------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.directory.name
+
     @property
     def active(self) -> LogSegment:
         return self.segments[-1]
@@ -202,7 +252,10 @@ class PartitionLog:
     # -- append -----------------------------------------------------------------------------
     def append(self, batch: bytearray, header: BatchHeader, now_ms: int) -> AppendResult:
         """Append one validated client batch: idempotence check, roll if due, stamp the
-        base offset (and LogAppendTime), one write. No fsync unless flush.messages says."""
+        base offset (and LogAppendTime), one write. No fsync unless flush.messages says.
+        Raises KafkaStorageError, with nothing of the batch kept, if the write fails."""
+        if self.offline is not None:
+            raise self._offline_error()
         if header.producer_id >= 0:
             duplicate = self.producer_state.check(header)
             if duplicate is not None:
@@ -212,8 +265,11 @@ class PartitionLog:
         base = self._end_offset
         last = base + header.last_offset_delta
         seg = self.active
-        if self._should_roll(seg, len(batch), header, last, now_ms):
-            seg = self.roll(now_ms)
+        try:
+            if self._should_roll(seg, len(batch), header, last, now_ms):
+                seg = self._roll(now_ms)
+        except OSError as exc:
+            raise self._storage_error(exc) from None
         stamp_base_offset(batch, base)
         append_time = -1
         if self.config.log_append_time:
@@ -223,7 +279,13 @@ class PartitionLog:
                 attributes=header.attributes | TIMESTAMP_TYPE_BIT, max_timestamp=now_ms
             )
         header = header._replace(base_offset=base)
-        seg.append(batch, header)
+        try:
+            seg.append(batch, header)
+        except OSError as exc:
+            raise self._storage_error(exc) from None
+        if self._write_failure is not None:
+            self._write_failure = None
+            log.warning("partition %s: writes resumed", self.name)
         self._end_offset = last + 1
         self.append_seq += 1
         if header.producer_id >= 0:
@@ -241,6 +303,8 @@ class PartitionLog:
     def _should_roll(
         self, seg: LogSegment, size: int, header: BatchHeader, last: int, now_ms: int
     ) -> bool:
+        if not seg.active:
+            return True  # an earlier roll sealed it but could not start the next segment
         if seg.size == 0:
             return False
         cfg = self.config
@@ -261,30 +325,96 @@ class PartitionLog:
         return waited > cfg.segment_ms
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
-        """Close the active segment (fsynced) and start a new one at end_offset."""
-        now_ms = _now_ms() if now_ms is None else now_ms
+        """Close the active segment (fsynced) and start a new one at end_offset; raises
+        KafkaStorageError if that fails."""
+        if self.offline is not None:
+            raise self._offline_error()
+        try:
+            return self._roll(_now_ms() if now_ms is None else now_ms)
+        except OSError as exc:
+            raise self._storage_error(exc) from None
+
+    def _roll(self, now_ms: int) -> LogSegment:
         old = self.active
-        if old.size == 0:
+        if old.size == 0 and old.active:
             return old
+        # Sealed first, so a failure below leaves a sealed last segment that the next
+        # append rolls again (see _should_roll); a failed seal leaves it active.
         old.seal()
         seg = LogSegment.create(self.directory, self._end_offset, self.config.index_interval_bytes,
                                 now_ms)
+        try:
+            _fsync_dir(self.directory)
+        except OSError:
+            seg.delete()
+            raise
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         self._closed_size += old.size
-        self.producer_state.take_snapshot(self._end_offset)
-        self.producer_state.delete_snapshots_below(self._end_offset)
-        _fsync_dir(self.directory)
         # Everything before the roll is now on disk.
         self.durable_seq = self.append_seq
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
+        try:
+            self.producer_state.take_snapshot(self._end_offset)
+            self.producer_state.delete_snapshots_below(self._end_offset)
+        except OSError as exc:
+            # Only a shortcut for recovery, which replays from an older snapshot instead.
+            log.warning(
+                "partition %s: producer state snapshot at offset %d not written: %s",
+                self.name,
+                self._end_offset,
+                _reason(exc),
+            )
         return seg
+
+    # -- storage errors ---------------------------------------------------------------------
+    def _storage_error(self, exc: OSError) -> KafkaStorageError:
+        """Log a failed write or fsync once per change of state; the error to answer with."""
+        reason = _reason(exc)
+        self._read_hints.clear()
+        if isinstance(exc, SyncFailed):
+            self.sync_failed(exc)
+            return self._offline_error()
+        if reason != self._write_failure:
+            self._write_failure = reason
+            until = (
+                "until space is available"
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                else "until a write succeeds"
+            )
+            log.error(
+                "partition %s: write failed: %s; appends refused %s", self.name, reason, until
+            )
+        return KafkaStorageError(f"partition {self.name}: write failed: {reason}")
+
+    def sync_failed(self, exc: OSError) -> None:
+        """An fsync of this log failed: take the partition offline for writes."""
+        if self.offline is not None:
+            return
+        self.offline = _reason(exc)
+        log.error(
+            "partition %s: fsync failed: %s; what is on disk is unknown, so the partition "
+            "takes no writes until a restart recovers it",
+            self.name,
+            self.offline,
+        )
+
+    def _offline_error(self) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"partition {self.name} is offline after a failed fsync ({self.offline})"
+        )
 
     # -- durability -------------------------------------------------------------------------
     def flush(self) -> None:
+        """fsync the active segment; raises KafkaStorageError (and goes offline) on failure."""
+        if self.offline is not None:
+            raise self._offline_error()
         seq = self.append_seq
-        self.active.flush()
+        try:
+            self.active.flush()
+        except OSError as exc:
+            raise self._storage_error(exc) from None
         self.durable_seq = max(self.durable_seq, seq)
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
@@ -303,8 +433,13 @@ class PartitionLog:
     def maybe_flush(self, now_ms: int) -> bool:
         """fsync if unflushed data is older than flush.ms (for a periodic broker task)."""
         first = self._first_unflushed_ms
-        if first is not None and now_ms - first >= self.config.flush_interval_ms:
-            self.flush()
+        if self.offline is None and first is not None and (
+            now_ms - first >= self.config.flush_interval_ms
+        ):
+            try:
+                self.flush()
+            except KafkaStorageError:
+                return False  # logged once by the partition
             return True
         return False
 
@@ -424,8 +559,11 @@ class PartitionLog:
                     and active.size
                     and now_ms - active.max_timestamp > cfg.retention_ms
                 ):
-                    self.roll(now_ms)  # Kafka rolls an expired active segment to delete it
-                    doomed += 1
+                    try:
+                        self.roll(now_ms)  # Kafka rolls an expired active segment to delete it
+                        doomed += 1
+                    except KafkaStorageError:
+                        pass  # logged once; the next check tries again
             if cfg.retention_bytes >= 0:
                 excess = self.size_bytes - cfg.retention_bytes
                 excess -= sum(s.size for s in self.segments[:doomed])
@@ -443,7 +581,9 @@ class PartitionLog:
         new_start = self._bases[0]
         if new_start > self._start_offset:
             self._start_offset = new_start
-            self._save_start_offset()
+            # A failure is harmless: at open the start is at least the first base offset.
+            with contextlib.suppress(OSError):
+                self._save_start_offset(new_start)
         for seg in gone:
             seg.delete()
         self.producer_state.delete_snapshots_below(self._start_offset)
@@ -457,10 +597,15 @@ class PartitionLog:
                 f"offset {before_offset} is outside [{self._start_offset}, {self._end_offset}]"
             )
         if before_offset > self._start_offset:
+            try:
+                self._save_start_offset(before_offset)
+            except OSError as exc:
+                raise self._storage_error(exc) from None
             self._start_offset = before_offset
-            self._save_start_offset()
             if self._start_offset == self._end_offset and self.active.size:
-                self.roll()
+                # If the roll fails the records are below the start offset all the same.
+                with contextlib.suppress(KafkaStorageError):
+                    self.roll()
             doomed = 0
             while (
                 doomed < len(self.segments) - 1 and self._bases[doomed + 1] <= self._start_offset
@@ -470,14 +615,18 @@ class PartitionLog:
                 self._delete_oldest(doomed)
         return self._start_offset
 
-    def _save_start_offset(self) -> None:
+    def _save_start_offset(self, offset: int) -> None:
         path = self.directory / LOG_START_FILE
         tmp = path.with_name(LOG_START_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{self._start_offset}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w") as f:
+                f.write(f"{offset}\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
 
     # -- compaction -------------------------------------------------------------------------
     def compact(self, now_ms: int | None = None) -> int:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from chronik.records.batch import NO_SEQUENCE, BatchHeader
+from chronik.storage.diskio import write_all
 from chronik.storage.errors import (
     INVALID_PRODUCER_EPOCH,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -176,13 +177,17 @@ class ProducerStateManager:
     def take_snapshot(self, offset: int) -> Path:
         path = snapshot_path(self.directory, offset)
         tmp = path.with_suffix(".snapshot.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, self.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                write_all(fd, self.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk must not leave a torn .tmp behind
+            raise
         return path
 
     def snapshot_offsets(self) -> list[int]:

@@ -3,13 +3,20 @@
 #   {B:020d}.index      offset index (chronik.storage.offset_index)
 #   {B:020d}.timeindex  time index (chronik.storage.time_index)
 # A segment's offsets run from B to the next segment's base offset (exclusive).
+#
+# A write that fails (full disk, I/O error) is undone: the .log and both indexes are cut
+# back to their sizes before it and the in-memory state restored, so the next batch lands
+# exactly where the last good one ended. If even the cut fails, the segment keeps the
+# undo pending and refuses appends until a retry of it succeeds (repair()).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from chronik.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_crc, read_header
+from chronik.storage.diskio import write_all
 from chronik.storage.offset_index import OffsetIndex
 from chronik.storage.time_index import TimeIndex
 
@@ -20,6 +27,30 @@ NO_TIMESTAMP = -1
 
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+class SyncFailed(OSError):
+    """An fsync failed: what the file holds on disk is unknown from here on (after a
+    failed fsync Linux may drop the dirty pages, and a later fsync then succeeds)."""
+
+
+def _sync(fsync: Callable[[int], None], fd: int) -> None:
+    try:
+        fsync(fd)
+    except OSError as exc:
+        raise SyncFailed(exc.errno, exc.strerror) from exc
+
+
+class _Mark(NamedTuple):
+    """A segment's sizes and in-memory state before a write, to return to if it fails."""
+
+    size: int
+    index_entries: int
+    time_entries: int
+    bytes_since_index: int
+    max_timestamp: int | None
+    offset_of_max_timestamp: int
+    first_batch_timestamp: int | None
 
 
 class LogSegment:
@@ -41,6 +72,7 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None  # rolls by segment.ms count from it
         self.created_ms = 0
         self._bytes_since_index = 0
+        self._undo: _Mark | None = None  # a failed write whose bytes are not cut off yet
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -48,9 +80,16 @@ class LogSegment:
         cls, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int
     ) -> LogSegment:
         seg = cls(directory, base_offset, index_interval_bytes)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        seg.index.open_active(reset=True)
-        seg.time_index.open_active(reset=True)
+        try:
+            seg._fd = os.open(
+                seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644
+            )
+            seg.index.open_active(reset=True)
+            seg.time_index.open_active(reset=True)
+        except OSError:
+            # No half-made segment: a later roll or restart must not find one.
+            seg.delete()
+            raise
         seg.active = True
         seg.created_ms = now_ms
         return seg
@@ -217,37 +256,95 @@ class LogSegment:
         self._bytes_since_index += header.size
 
     def append(self, batch: bytes | bytearray, header: BatchHeader) -> int:
-        """Write one batch (baseOffset already stamped) with one write; returns its position."""
+        """Write one batch (baseOffset already stamped) with one write; returns its position.
+        On OSError nothing of it remains, in the files or in memory (see repair())."""
         assert self._fd is not None
+        self.repair()
+        mark = self._mark()
         position = self.size
-        written = os.write(self._fd, batch)
-        while written < len(batch):  # a short write only on a full disk or a signal
-            written += os.write(self._fd, memoryview(batch)[written:])
-        self.size += written
-        if self.first_batch_timestamp is None:
-            self.first_batch_timestamp = header.max_timestamp
-        self._index_batch(position, header)
+        try:
+            write_all(self._fd, batch)
+            self.size += len(batch)
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = header.max_timestamp
+            self._index_batch(position, header)
+        except OSError:
+            self._rollback(mark)
+            raise
         return position
 
-    def seal(self) -> None:
-        """Rolled: the last time index entry records the largest timestamp, all is fsynced."""
+    def _mark(self) -> _Mark:
+        return _Mark(
+            self.size,
+            self.index.entries,
+            self.time_index.entries,
+            self._bytes_since_index,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self.first_batch_timestamp,
+        )
+
+    def _rollback(self, mark: _Mark) -> None:
+        self.size = mark.size
+        self._bytes_since_index = mark.bytes_since_index
+        self._max_timestamp = mark.max_timestamp
+        self._offset_of_max_timestamp = mark.offset_of_max_timestamp
+        self.first_batch_timestamp = mark.first_batch_timestamp
+        self._undo = mark
+        self.repair()
+
+    @property
+    def undo_pending(self) -> bool:
+        return self._undo is not None
+
+    def repair(self) -> None:
+        """Cut the files back to where the last failed write began; raises OSError (and
+        stays pending) while that fails. With O_APPEND every write lands at the end of the
+        file, so nothing may be appended before this succeeds."""
+        mark = self._undo
+        if mark is None:
+            return
         assert self._fd is not None
+        os.ftruncate(self._fd, mark.size)
+        self.index.truncate(mark.index_entries)
+        self.time_index.truncate(mark.time_entries)
+        self._undo = None
+
+    def seal(self) -> None:
+        """Rolled: the last time index entry records the largest timestamp, all is fsynced.
+        A failed write of that entry is undone (OSError); a failed fsync raises SyncFailed
+        and leaves the segment active. Sealing a sealed segment does nothing."""
+        assert self._fd is not None
+        if not self.active:
+            return
+        self.repair()
         if self._max_timestamp is not None and self._max_timestamp >= 0:
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-        os.fsync(self._fd)
-        self.index.seal()
-        self.time_index.seal()
+            mark = self._mark()
+            try:
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            except OSError:
+                self._rollback(mark)
+                raise
+        _sync(os.fsync, self._fd)
+        try:
+            self.index.seal()
+            self.time_index.seal()
+        except OSError as exc:
+            raise SyncFailed(exc.errno, exc.strerror) from exc
         self.index.open_closed()
         self.time_index.open_closed()
         self.active = False
 
     def flush(self) -> None:
         if self._fd is not None:
-            os.fdatasync(self._fd)
+            _sync(os.fdatasync, self._fd)
 
     def flush_indexes(self) -> None:
-        self.index.flush()
-        self.time_index.flush()
+        try:
+            self.index.flush()
+            self.time_index.flush()
+        except OSError as exc:
+            raise SyncFailed(exc.errno, exc.strerror) from exc
 
     @property
     def fd(self) -> int:

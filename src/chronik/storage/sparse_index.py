@@ -12,6 +12,8 @@ import struct
 from bisect import bisect_right
 from pathlib import Path
 
+from chronik.storage.diskio import write_all
+
 
 class SparseIndex:
     ENTRY: struct.Struct
@@ -86,10 +88,20 @@ class SparseIndex:
     # -- writing (active only) -----------------------------------------------------------
     def _append(self, key: int, value: int) -> None:
         assert self._fd is not None and self._keys is not None and self._values is not None
-        os.write(self._fd, self._encode(key, value))
+        write_all(self._fd, self._encode(key, value))
         self._keys.append(key)
         self._values.append(value)
         self._count += 1
+
+    def truncate(self, entries: int) -> None:
+        """Cut the active index back to its first ``entries`` entries, file and memory
+        (the undo of a failed write: a torn entry goes with it)."""
+        if self._fd is None or self._keys is None or self._values is None:
+            return
+        os.ftruncate(self._fd, entries * self.ENTRY.size)
+        del self._keys[entries:]
+        del self._values[entries:]
+        self._count = min(self._count, entries)
 
     def last(self) -> tuple[int, int] | None:
         if self._count == 0:

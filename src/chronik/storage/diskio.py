@@ -1,0 +1,21 @@
+"""Writes that either complete or raise.
+
+``os.write`` to a regular file returns a short count when the disk fills part way through;
+the rest then fails with ENOSPC. Callers cut the file back to its size before the write
+(see LogSegment.append), so the bytes of a failed write never stay in a file.
+"""
+from __future__ import annotations
+
+import errno
+import os
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte of ``data`` or raise OSError (some of it may be on disk then)."""
+    view = memoryview(data)
+    written = os.write(fd, view)
+    while written < len(view):
+        n = os.write(fd, view[written:])
+        if n == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written += n
