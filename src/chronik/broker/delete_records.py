@@ -6,6 +6,7 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
+from chronik.storage.errors import StorageError
 
 API_KEY = 21
 VERSIONS = (0, 2)
@@ -27,7 +28,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if not 0 <= offset <= plog.end_offset:
                     code = errors.OFFSET_OUT_OF_RANGE
                 else:
-                    low = plog.delete_records(offset)
+                    try:
+                        low = plog.delete_records(offset)
+                    except StorageError as exc:
+                        code = exc.code
             parts.append(
                 ctx.build(
                     "DeleteRecordsPartitionResult",

@@ -72,13 +72,14 @@ async def handle(
                     raise
                 if code == errors.INVALID_RECORD and ctx.api_version < 8:
                     code = errors.CORRUPT_MESSAGE
-                log.info("rejected produce to %s-%d: %s", name, index, exc)
+                if code != errors.KAFKA_STORAGE_ERROR:  # logged once by the partition
+                    log.info("rejected produce to %s-%d: %s", name, index, exc)
                 partitions.append(_error(index, code, str(exc)))
                 continue
             if not result.duplicate:
                 broker.notify_append(partition_log)
                 broker.metrics.bytes_in(name, len(batch))
-            synced.append(partition_log)
+            synced.append((partition_log, len(results), len(partitions)))
             partitions.append(
                 (
                     index,
@@ -92,7 +93,16 @@ async def handle(
         results.append((name, partitions))
     release()
     if acks == -1 and synced:
-        await asyncio.gather(*(broker.committer.sync(p) for p in synced))
+        outcomes = await asyncio.gather(
+            *(broker.committer.sync(p) for p, _, _ in synced), return_exceptions=True
+        )
+        for (_, t, i), outcome in zip(synced, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                # The fsync failed (logged once by the partition): not acknowledged.
+                code = getattr(outcome, "code", None)
+                if code is None:
+                    raise outcome
+                results[t][1][i] = _error(results[t][1][i][0], code, str(outcome))
     if acks == 0:
         return None
     return encode_produce_response(ctx.api_version, results)

@@ -24,7 +24,7 @@ from chronik.coordinator.offsets_codec import (
     encode_key,
     encode_offset_value,
 )
-from chronik.coordinator.offsets_topic import GroupStore, Record
+from chronik.coordinator.offsets_topic import GroupStore, Record, store_error
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +105,9 @@ class CommittedOffsets:
             return errors
         try:
             last = await self.store.write(group.group_id, records)
-        except Exception:
-            log.exception("group %s: failed to write offsets", group.group_id)
-            return [int(E.coordinator_not_available) if e == NONE else e for e in errors]
+        except Exception as exc:
+            code = store_error(exc, group.group_id, "offsets", commit=True)
+            return [code if e == NONE else e for e in errors]
         first = last - len(records) + 1
         for i, (tp, value) in enumerate(accepted):
             position = first + i
@@ -142,6 +142,7 @@ class CommittedOffsets:
     ) -> list[int]:
         errors = []
         records: list[Record] = []
+        kept = (dict(group.offsets), dict(group.offset_positions))
         for topic, p in partitions:
             if topic in subscribed:
                 errors.append(int(E.group_subscribed_to_topic))
@@ -152,7 +153,16 @@ class CommittedOffsets:
                 if (topic, p) in group.offsets:
                     records.append(_forget(group, (topic, p)))
         if records:
-            await self.store.write(group.group_id, records)
+            try:
+                await self.store.write(group.group_id, records)
+            except Exception as exc:
+                # Not deleted on disk, so not in memory either.
+                for tp in kept[0]:
+                    if tp not in group.offsets:
+                        group.offsets[tp] = kept[0][tp]
+                        group.offset_positions[tp] = kept[1].get(tp, -1)
+                code = store_error(exc, group.group_id, "offset deletion")
+                return [code if e == NONE else e for e in errors]
         return errors
 
     @staticmethod
@@ -192,5 +202,5 @@ class CommittedOffsets:
         for group_id, records in writes.items():
             try:
                 await self.store.write(group_id, records)
-            except Exception:
-                log.exception("group %s: failed to write tombstones", group_id)
+            except Exception as exc:
+                store_error(exc, group_id, "tombstones")

@@ -37,7 +37,7 @@ from chronik.coordinator.offsets_codec import (
     encode_group_value,
     encode_key,
 )
-from chronik.coordinator.offsets_topic import GroupStore, OffsetsTopic, Record
+from chronik.coordinator.offsets_topic import GroupStore, OffsetsTopic, Record, store_error
 
 log = logging.getLogger(__name__)
 
@@ -591,8 +591,8 @@ class GroupCoordinator:
         record = self._group_record(group)
         try:
             await self.store.write(group.group_id, [record])
-        except Exception:
-            log.exception("group %s: failed to store group metadata", group.group_id)
+        except Exception as exc:
+            store_error(exc, group.group_id, "group metadata")
 
     # ---------------------------------------------------------------- SyncGroup
 
@@ -651,9 +651,10 @@ class GroupCoordinator:
         record = self._group_record(group)
         try:
             await self.store.write(group.group_id, [record])
-        except Exception:
-            log.exception("group %s: failed to store the assignment", group.group_id)
-            error = int(E.coordinator_not_available)
+        except Exception as exc:
+            # Kafka resets the assignment, answers every member the mapped error and
+            # rebalances again.
+            error = store_error(exc, group.group_id, "assignment")
         if group.state is not GroupState.COMPLETING_REBALANCE or group.generation != generation:
             return  # the group moved on while the assignment was written
         if error != NONE:
@@ -857,15 +858,20 @@ class GroupCoordinator:
             if not group.is_empty() or group.state is not GroupState.EMPTY:
                 errors.append(int(E.non_empty_group))
                 continue
+            kept = (dict(group.offsets), dict(group.offset_positions))
             records = CommittedOffsets.tombstones(group)
             self._cancel_timers(group)
             group.state = GroupState.DEAD
             del self.groups[group_id]
             try:
                 await self.store.write(group_id, records)
-            except Exception:
-                log.exception("group %s: failed to write tombstones", group_id)
-                errors.append(int(E.coordinator_not_available))
+            except Exception as exc:
+                # Still there on disk, so still there in memory: an empty group again.
+                if group_id not in self.groups:
+                    group.offsets, group.offset_positions = kept
+                    group.state = GroupState.EMPTY
+                    self.groups[group_id] = group
+                errors.append(store_error(exc, group_id, "group deletion"))
                 continue
             errors.append(NONE)
         return errors

@@ -13,12 +13,41 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from kio.schema.errors import ErrorCode as E
+
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.records import builder
 from chronik.records.batch import read_header
 from chronik.records.reader import iter_batches, iter_records
 
 log = logging.getLogger(__name__)
+
+_STORAGE = int(E.kafka_storage_error)
+_NOT_COORDINATOR = int(E.not_coordinator)
+_NOT_AVAILABLE = int(E.coordinator_not_available)
+_UNKNOWN_PARTITION = int(E.unknown_topic_or_partition)
+_TOO_LARGE = (int(E.message_too_large), int(E.record_list_too_large))
+
+
+def store_error(exc: Exception, group_id: str, what: str, *, commit: bool = False) -> int:
+    """The coordinator's error code for a failed write to __consumer_offsets, as Kafka maps
+    a failed append (GroupMetadataManager, GroupCoordinatorService): a storage error means
+    this broker cannot act as coordinator now (NOT_COORDINATOR, the client looks it up
+    again and retries); an unknown partition COORDINATOR_NOT_AVAILABLE; too large an
+    append INVALID_COMMIT_OFFSET_SIZE for commits. A storage error was logged once by the
+    partition; anything unexpected is logged here."""
+    code = getattr(exc, "code", None)
+    if code == _STORAGE:
+        log.debug("group %s: %s not stored: %s", group_id, what, exc)
+        return _NOT_COORDINATOR
+    if code == _UNKNOWN_PARTITION:
+        return _NOT_AVAILABLE
+    if code in _TOO_LARGE:
+        return int(E.invalid_commit_offset_size) if commit else int(E.unknown_server_error)
+    if isinstance(code, int):
+        return code
+    log.error("group %s: %s not stored", group_id, what, exc_info=exc)
+    return _NOT_AVAILABLE
 
 TOPIC = "__consumer_offsets"
 READ_CHUNK = 1 << 20
