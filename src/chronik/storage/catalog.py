@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -25,6 +26,8 @@ from chronik.storage.errors import (
     UnknownTopicOrPartition,
 )
 from chronik.storage.partition_log import PartitionLog
+
+_log = logging.getLogger("chronik.storage")
 
 META_DIR = ".meta"
 MAX_TOPIC_NAME = 249
@@ -115,9 +118,25 @@ class Catalog:
                     shutil.rmtree(entry, ignore_errors=True)
 
     def close(self) -> None:
+        """Close every partition; those that could not finish cleanly (full disk, I/O
+        error) are named in one log line and recovered at the next start."""
+        unclean: list[tuple[str, str]] = []
         for topic in self.topics.values():
             for log in topic.partitions:
-                log.close()
+                problem = log.close()
+                if problem is not None:
+                    unclean.append((log.name, problem))
+        if unclean:
+            names = ", ".join(name for name, _ in unclean[:5])
+            more = f" and {len(unclean) - 5} more" if len(unclean) > 5 else ""
+            _log.warning(
+                "%d partitions not closed cleanly (%s): %s%s; they are recovered at the next "
+                "start",
+                len(unclean),
+                unclean[0][1],
+                names,
+                more,
+            )
 
     # -- queries --------------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:

@@ -163,12 +163,12 @@ class PartitionLog:
                 h for _, h in seg.headers_from(start) if h.base_offset >= from_offset
             )
 
-    def close(self) -> None:
+    def close(self) -> str | None:
         """Flush, snapshot producer state and mark the shutdown clean. Never raises: if any
         of it fails (full disk, I/O error) the rest is skipped and the log is left to be
-        recovered at the next start as after a crash."""
+        recovered at the next start as after a crash; returns why (None: clean)."""
         if self.closed:
-            return
+            return None
         problem = self.offline
         if problem is None:
             try:
@@ -198,12 +198,9 @@ class PartitionLog:
                 problem = _reason(exc)
                 marker.unlink(missing_ok=True)
         if problem is not None:
-            log.warning(
-                "partition %s: not closed cleanly (%s); it is recovered at the next start",
-                self.name,
-                problem,
-            )
+            log.debug("partition %s: not closed cleanly: %s", self.name, problem)
         self.closed = True
+        return problem
 
     def delete(self) -> None:
         if not self.closed:
@@ -285,7 +282,7 @@ class PartitionLog:
             raise self._storage_error(exc) from None
         if self._write_failure is not None:
             self._write_failure = None
-            log.warning("partition %s: writes resumed", self.name)
+            log.info("partition %s: writes resumed", self.name)
         self._end_offset = last + 1
         self.append_seq += 1
         if header.producer_id >= 0:
