@@ -3,6 +3,8 @@
 #   {B:020d}.index      offset index (chronik.storage.offset_index)
 #   {B:020d}.timeindex  time index (chronik.storage.time_index)
 # A segment's offsets run from B to the next segment's base offset (exclusive).
+# Descriptors: the three files are chronik.storage.file_cache entries, opened on use and
+# closed when cold; the active .log is reopened for append (O_APPEND) after an eviction.
 from __future__ import annotations
 
 import os
@@ -10,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from chronik.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_crc, read_header
+from chronik.storage.file_cache import FILES
 from chronik.storage.offset_index import OffsetIndex
 from chronik.storage.time_index import TimeIndex
 
@@ -23,16 +26,22 @@ def segment_name(base_offset: int, suffix: str) -> str:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval_bytes: int, suffix: str = ""
+    ) -> None:
+        """``suffix`` names a copy being written beside the segment (``.cleaned``)."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / segment_name(base_offset, ".log")
-        self.index = OffsetIndex(directory / segment_name(base_offset, ".index"), base_offset)
-        self.time_index = TimeIndex(
-            directory / segment_name(base_offset, ".timeindex"), base_offset
+        self.log_path = directory / (segment_name(base_offset, ".log") + suffix)
+        self.index = OffsetIndex(
+            directory / (segment_name(base_offset, ".index") + suffix), base_offset
         )
-        self._fd: int | None = None
+        self.time_index = TimeIndex(
+            directory / (segment_name(base_offset, ".timeindex") + suffix), base_offset
+        )
+        # ``with seg.file as fd:`` pins the .log open for a read, a write or a whole scan.
+        self.file = FILES.file(self.log_path, os.O_RDONLY)
         self.size = 0
         self.active = False
         # Kept for the active segment; for a closed one read lazily from the time index.
@@ -48,7 +57,10 @@ class LogSegment:
         cls, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int
     ) -> LogSegment:
         seg = cls(directory, base_offset, index_interval_bytes)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        seg.file = FILES.file(
+            seg.log_path, os.O_RDWR | os.O_APPEND, create_flags=os.O_CREAT | os.O_TRUNC
+        )
+        seg.file.open_now()
         seg.index.open_active(reset=True)
         seg.time_index.open_active(reset=True)
         seg.active = True
@@ -85,10 +97,12 @@ class LogSegment:
         batch is checked (header and CRC), the file is cut at the first bad one and the
         indexes are rebuilt. Returns (segment, next offset, bytes truncated)."""
         seg = cls(directory, base_offset, index_interval_bytes)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        seg.size = os.fstat(seg._fd).st_size
+        seg.file = FILES.file(seg.log_path, os.O_RDWR | os.O_APPEND, create_flags=os.O_CREAT)
+        with seg.file as fd:
+            stat = os.fstat(fd)
+        seg.size = stat.st_size
         seg.active = True
-        seg.created_ms = int(os.fstat(seg._fd).st_mtime * 1000) if seg.size else now_ms
+        seg.created_ms = int(stat.st_mtime * 1000) if seg.size else now_ms
         indexes_ok = all(
             idx.path.exists() and idx.path.stat().st_size % idx.ENTRY.size == 0
             for idx in (seg.index, seg.time_index)
@@ -137,11 +151,15 @@ class LogSegment:
         return next_offset
 
     def _first_header(self) -> BatchHeader:
-        return read_header(os.pread(self.fd, HEADER_SIZE, 0))
+        with self.file as fd:
+            return read_header(os.pread(fd, HEADER_SIZE, 0))
 
     def _recover(self) -> tuple[int, int]:
         """Check every batch of the active segment; truncate at the first torn or corrupt one."""
-        assert self._fd is not None
+        with self.file as fd:
+            return self._recover_pinned(fd)
+
+    def _recover_pinned(self, fd: int) -> tuple[int, int]:
         valid_end = 0
         next_offset = self.base_offset
         buf = b""
@@ -152,7 +170,7 @@ class LogSegment:
         while True:
             rel = valid_end - buf_start
             if rel + HEADER_SIZE > len(buf):
-                chunk = os.pread(self._fd, _RECOVER_CHUNK, valid_end)
+                chunk = os.pread(fd, _RECOVER_CHUNK, valid_end)
                 buf, buf_start, rel = chunk, valid_end, 0
                 if len(buf) < HEADER_SIZE:
                     break
@@ -167,7 +185,7 @@ class LogSegment:
                 break
             if rel + header.size > len(buf):
                 need = max(header.size, _RECOVER_CHUNK)
-                buf, buf_start, rel = os.pread(self._fd, need, valid_end), valid_end, 0
+                buf, buf_start, rel = os.pread(fd, need, valid_end), valid_end, 0
                 if len(buf) < header.size:
                     break
             if not check_crc(buf, header, rel):
@@ -177,8 +195,8 @@ class LogSegment:
             next_offset = header.last_offset + 1
         truncated = self.size - valid_end
         if truncated:
-            os.ftruncate(self._fd, valid_end)
-            os.fsync(self._fd)
+            os.ftruncate(fd, valid_end)
+            os.fsync(fd)
         self.size = valid_end
         if valid_end >= HEADER_SIZE:
             self.first_batch_timestamp = self._first_header().max_timestamp
@@ -218,11 +236,11 @@ class LogSegment:
 
     def append(self, batch: bytes | bytearray, header: BatchHeader) -> int:
         """Write one batch (baseOffset already stamped) with one write; returns its position."""
-        assert self._fd is not None
         position = self.size
-        written = os.write(self._fd, batch)
-        while written < len(batch):  # a short write only on a full disk or a signal
-            written += os.write(self._fd, memoryview(batch)[written:])
+        with self.file as fd:
+            written = os.write(fd, batch)
+            while written < len(batch):  # a short write only on a full disk or a signal
+                written += os.write(fd, memoryview(batch)[written:])
         self.size += written
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = header.max_timestamp
@@ -231,10 +249,11 @@ class LogSegment:
 
     def seal(self) -> None:
         """Rolled: the last time index entry records the largest timestamp, all is fsynced."""
-        assert self._fd is not None
         if self._max_timestamp is not None and self._max_timestamp >= 0:
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-        os.fsync(self._fd)
+        with self.file as fd:
+            os.fsync(fd)
+        self.file.flags = os.O_RDONLY  # what a reopen after eviction asks for from now on
         self.index.seal()
         self.time_index.seal()
         self.index.open_closed()
@@ -242,23 +261,19 @@ class LogSegment:
         self.active = False
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fdatasync(self._fd)
+        # Any descriptor of the file will do: fsync flushes the file, not the descriptor.
+        # The pin keeps it open if the event loop evicts or closes it meanwhile.
+        with self.file as fd:
+            os.fdatasync(fd)
 
     def flush_indexes(self) -> None:
         self.index.flush()
         self.time_index.flush()
 
-    @property
-    def fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.log_path, os.O_RDONLY)
-        return self._fd
-
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Close for good; a reader or an fsync still holding a pin keeps the descriptor
+        until it is done."""
+        self.file.retire()
         self.index.close()
         self.time_index.close()
 
@@ -287,16 +302,19 @@ class LogSegment:
         return self._offset_of_max_timestamp
 
     def read(self, position: int, length: int) -> bytes:
-        return os.pread(self.fd, length, position)
+        with self.file as fd:
+            return os.pread(fd, length, position)
 
     def headers_from(
         self, position: int, end: int | None = None
     ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``position``, reading headers in chunks."""
         end = self.size if end is None else end
-        fd = self.fd
+        file = self.file
         while position + HEADER_SIZE <= end:
-            buf = os.pread(fd, min(_SCAN_CHUNK, end - position), position)
+            # Pinned per chunk, not across yields: a scan left unfinished holds nothing.
+            with file as fd:
+                buf = os.pread(fd, min(_SCAN_CHUNK, end - position), position)
             off = 0
             while off + HEADER_SIZE <= len(buf):
                 header = read_header(buf, off)
