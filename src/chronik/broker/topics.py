@@ -2,13 +2,48 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chronik.broker.server import Broker
 
 log = logging.getLogger("chronik.topics")
+# Partitions created between two turns of the event loop: each costs a directory and a
+# file (about half a millisecond), so other clients wait tens of milliseconds at most.
+PARTITIONS_PER_TURN = 64
+
+
+async def run_stepwise(steps: Generator[None, None, Any]) -> Any:
+    """Drive a catalog change made of one step per partition, letting the event loop serve
+    other connections every PARTITIONS_PER_TURN steps. Abandoned (the task cancelled), the
+    change is undone by closing it."""
+    done = 0
+    try:
+        while True:
+            try:
+                next(steps)
+            except StopIteration as finished:
+                return finished.value
+            done += 1
+            if done % PARTITIONS_PER_TURN == 0:
+                await asyncio.sleep(0)
+    finally:
+        steps.close()
+
+
+def too_many_partitions(broker: Broker, requested: int) -> str | None:
+    """The message for a CreateTopics / CreatePartitions request over the per-request limit
+    (Kafka's controller answers such a request POLICY_VIOLATION, for every topic in it)."""
+    limit = broker.config.max_partitions_per_request
+    if requested <= limit:
+        return None
+    return (
+        f"Excessively large number of partitions per request: {requested} requested, "
+        f"the limit is {limit} (max.partitions.per.request)."
+    )
 
 
 def is_internal(name: str) -> bool:
