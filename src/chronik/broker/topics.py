@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -11,25 +12,26 @@ if TYPE_CHECKING:
     from chronik.broker.server import Broker
 
 log = logging.getLogger("chronik.topics")
-# Partitions created between two turns of the event loop: each costs a directory and a
-# file (about half a millisecond), so other clients wait tens of milliseconds at most.
-PARTITIONS_PER_TURN = 64
+# Time spent creating partitions between two turns of the event loop. Each partition
+# costs a directory and a file, from well under a millisecond to several on a busy disk,
+# so the pause is measured rather than counted.
+SECONDS_PER_TURN = 0.01
 
 
 async def run_stepwise(steps: Generator[None, None, Any]) -> Any:
     """Drive a catalog change made of one step per partition, letting the event loop serve
-    other connections every PARTITIONS_PER_TURN steps. Abandoned (the task cancelled), the
-    change is undone by closing it."""
-    done = 0
+    other connections every SECONDS_PER_TURN. Abandoned (the task cancelled), the change is
+    undone by closing it."""
+    turn_started = time.monotonic()
     try:
         while True:
             try:
                 next(steps)
             except StopIteration as finished:
                 return finished.value
-            done += 1
-            if done % PARTITIONS_PER_TURN == 0:
+            if time.monotonic() - turn_started >= SECONDS_PER_TURN:
                 await asyncio.sleep(0)
+                turn_started = time.monotonic()
     finally:
         steps.close()
 
