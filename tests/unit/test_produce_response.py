@@ -23,7 +23,7 @@ partition = st.tuples(
     st.integers(0, 2**31 - 1),
     st.sampled_from([0, 2, 3, 10, 21, 87, -1]),
     st.integers(-1, 2**62),
-    st.one_of(st.just(-1), st.integers(0, 2**45)),
+    st.one_of(st.just(-1), st.integers(0, 2**43)),
     st.integers(-1, 2**62),
     st.one_of(st.none(), st.text(max_size=200)),
 )

@@ -29,6 +29,14 @@ BROKER_DEFAULTS: dict[str, str] = {
     "offsets.retention.minutes": "10080",
     "transactional.id.expiration.ms": "604800000",
     "producer.id.expiration.ms": "86400000",
+    # Kafka's controller refuses more than 10,000 new partitions in one request; chronik
+    # makes that a setting, and caps the partitions of the whole broker (the name KIP-578
+    # proposed for it; Kafka itself has no such limit).
+    "max.partitions.per.request": "10000",
+    "max.broker.partitions": "20000",
+    # chronik's: descriptors kept open for segment and index files; -1 means half of the
+    # soft RLIMIT_NOFILE at start (chronik.storage.file_cache).
+    "log.open.files.max": "-1",
 }
 
 # Kafka settings that only matter to a replicated cluster, or to parts chronik
@@ -106,6 +114,15 @@ class BrokerConfig:
         self.retention_check_interval_ms = _int(
             self.values["log.retention.check.interval.ms"], "log.retention.check.interval.ms"
         )
+        self.max_partitions_per_request = self._positive("max.partitions.per.request")
+        self.max_broker_partitions = self._positive("max.broker.partitions")
+        self.log_open_files_max = _int(self.values["log.open.files.max"], "log.open.files.max")
+
+    def _positive(self, key: str) -> int:
+        value = _int(self.values[key], key)
+        if value < 1:
+            raise ConfigError(f"{key} must be at least 1, got {value}")
+        return value
 
     def get_int(self, key: str) -> int:
         return _int(self.values[key], key)

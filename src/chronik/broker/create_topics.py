@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.topics import run_stepwise, too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID
 from chronik.storage.config import describe_topic_configs
@@ -16,6 +17,7 @@ VERSIONS = (0, 7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     results = []
+    over_limit = too_many_partitions(broker, _requested_partitions(broker, request))
     for wanted in request.topics:
         name = wanted.name
         partitions = wanted.num_partitions
@@ -29,17 +31,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partitions = broker.config.num_partitions
         if replication == -1:
             replication = 1
-        if replication != 1:
+        if over_limit is not None:
+            code, message = errors.POLICY_VIOLATION, over_limit
+        elif replication != 1:
             code = errors.INVALID_REPLICATION_FACTOR
             message = f"Replication factor must be 1 on a single-node broker, got {replication}"
         else:
             try:
-                topic = broker.catalog.create_topic(
+                steps = broker.catalog.create_topic_steps(
                     name,
                     partitions,
                     configs,
                     validate_only=getattr(request, "validate_only", False),
                 )
+                topic = await run_stepwise(steps)
             except Exception as exc:
                 code = getattr(exc, "code", None)
                 if code is None:
@@ -47,6 +52,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 message = str(exc)
         results.append(_result(ctx, name, code, message, topic, partitions, configs))
     return ctx.build("CreateTopicsResponse", throttle_time=0, topics=tuple(results))
+
+
+def _requested_partitions(broker: Any, request: Any) -> int:
+    """Partitions the request would create, counted as Kafka's controller counts them."""
+    total = 0
+    for wanted in request.topics:
+        if wanted.assignments:
+            total += len(wanted.assignments)
+        elif wanted.num_partitions == -1:
+            total += broker.config.num_partitions
+        elif wanted.num_partitions > 0:
+            total += wanted.num_partitions
+    return total
 
 
 def _result(

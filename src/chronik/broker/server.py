@@ -25,6 +25,7 @@ from chronik.broker.connection import Connection
 from chronik.broker.metrics import Metrics
 from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.storage.catalog import Catalog
+from chronik.storage.file_cache import FILES
 from chronik.storage.group_commit import GroupCommitter
 
 log = logging.getLogger("chronik.broker")
@@ -86,7 +87,14 @@ class Broker:
         self.cluster_id = _load_cluster_id(self.data_dir)
         for key in self.config.ignored_keys():
             log.warning("config %s is accepted but has no effect on a single-node chronik", key)
-        self.catalog = Catalog(self.data_dir, self.config.overrides)
+        # Read the descriptor limit now, after anything that raised it at start.
+        open_files = FILES.configure(self.config.log_open_files_max)
+        log.info("log files keep at most %d descriptors open (log.open.files.max)", open_files)
+        self.catalog = Catalog(
+            self.data_dir,
+            self.config.overrides,
+            max_partitions=self.config.max_broker_partitions,
+        )
         self.catalog.load()
         self.committer = GroupCommitter()
         self.committer.on_fsync = self.metrics.observe_fsync

@@ -2,13 +2,50 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chronik.broker.server import Broker
 
 log = logging.getLogger("chronik.topics")
+# Time spent creating partitions between two turns of the event loop. Each partition
+# costs a directory and a file, from well under a millisecond to several on a busy disk,
+# so the pause is measured rather than counted.
+SECONDS_PER_TURN = 0.01
+
+
+async def run_stepwise(steps: Generator[None, None, Any]) -> Any:
+    """Drive a catalog change made of one step per partition, letting the event loop serve
+    other connections every SECONDS_PER_TURN. Abandoned (the task cancelled), the change is
+    undone by closing it."""
+    turn_started = time.monotonic()
+    try:
+        while True:
+            try:
+                next(steps)
+            except StopIteration as finished:
+                return finished.value
+            if time.monotonic() - turn_started >= SECONDS_PER_TURN:
+                await asyncio.sleep(0)
+                turn_started = time.monotonic()
+    finally:
+        steps.close()
+
+
+def too_many_partitions(broker: Broker, requested: int) -> str | None:
+    """The message for a CreateTopics / CreatePartitions request over the per-request limit
+    (Kafka's controller answers such a request POLICY_VIOLATION, for every topic in it)."""
+    limit = broker.config.max_partitions_per_request
+    if requested <= limit:
+        return None
+    return (
+        f"Excessively large number of partitions per request: {requested} requested, "
+        f"the limit is {limit} (max.partitions.per.request)."
+    )
 
 
 def is_internal(name: str) -> bool:

@@ -4,7 +4,8 @@
 #                             "configs": {topic config overrides}}, replaced atomically
 #                             (write tmp, fsync, rename, fsync dir)
 # The .meta file is the truth: a partition directory without one (a deletion cut short
-# by a crash) is removed at load.
+# by a crash, or a creation) is removed at load. New partitions are opened first and the
+# .meta file written last, so a topic or a partition count appears whole or not at all.
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from chronik.storage.errors import (
     InvalidPartitions,
     InvalidTopicName,
     KafkaStorageError,
+    PolicyViolation,
     TopicExists,
     UnknownTopicOrPartition,
 )
@@ -33,6 +35,9 @@ META_DIR = ".meta"
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+# Kafka's internal topics, which the broker creates for itself: never refused for the
+# partition limit, or the groups of a full broker would stop working.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def validate_topic_name(name: str) -> None:
@@ -81,12 +86,30 @@ class Topic:
         return self.name.startswith("__")
 
 
+def run_steps(steps: Generator[None, None, Topic]) -> Topic:
+    """Drive a stepwise change (``create_topic_steps``, ...) to its end at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
 class Catalog:
-    def __init__(self, data_dir: Path, broker_configs: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        broker_configs: Mapping[str, str] | None = None,
+        *,
+        max_partitions: int | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.broker_configs: dict[str, str] = dict(broker_configs or {})
         self.topics: dict[str, Topic] = {}
         self._meta = self.data_dir / META_DIR
+        # max.broker.partitions: partitions of every topic together (None: no limit).
+        self.max_partitions = max_partitions
+        self._changing: dict[str, int] = {}  # topics being created or grown: partitions added
 
     # -- load / close -------------------------------------------------------------------------
     def load(self) -> None:
@@ -153,6 +176,29 @@ class Catalog:
     def _partition_dir(self, name: str, partition: int) -> Path:
         return self.data_dir / f"{name}-{partition}"
 
+    @property
+    def partition_count(self) -> int:
+        """Partitions of every topic, counting those being created now."""
+        existing = sum(len(t.partitions) for t in self.topics.values())
+        return existing + sum(self._changing.values())
+
+    def _check_partition_limit(self, name: str, adding: int) -> None:
+        limit = self.max_partitions
+        if limit is None or name in INTERNAL_TOPICS:
+            return
+        total = self.partition_count
+        if total + adding > limit:
+            raise PolicyViolation(
+                f"Adding {adding} partitions would bring this broker to {total + adding}, "
+                f"over its limit of {limit} (max.broker.partitions)."
+            )
+
+    def _new_partition(self, name: str, partition: int, config: LogConfig) -> PartitionLog:
+        path = self._partition_dir(name, partition)
+        if path.exists():  # leftovers of an earlier topic of the same name
+            shutil.rmtree(path)
+        return PartitionLog.open(path, config)
+
     # -- changes --------------------------------------------------------------------------------
     def create_topic(
         self,
@@ -163,9 +209,26 @@ class Catalog:
         validate_only: bool = False,
         topic_id: uuid.UUID | None = None,
     ) -> Topic:
+        steps = self.create_topic_steps(
+            name, num_partitions, configs, validate_only=validate_only, topic_id=topic_id
+        )
+        return run_steps(steps)
+
+    def create_topic_steps(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+        topic_id: uuid.UUID | None = None,
+    ) -> Generator[None, None, Topic]:
+        """``create_topic`` one partition per step, so a caller on an event loop can serve
+        others in between. The topic exists, whole, only after the last step; closing the
+        generator early removes what it made."""
         configs = dict(configs or {})
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self._changing:
             raise TopicExists(f"Topic '{name}' already exists.")
         for other in self.topics:
             if _collision_key(other) == _collision_key(name):
@@ -176,23 +239,27 @@ class Catalog:
             raise InvalidPartitions("Number of partitions must be larger than 0.")
         validate_topic_configs(configs)
         log_config = LogConfig.from_configs(self.broker_configs, configs)
+        self._check_partition_limit(name, num_partitions)
         topic = Topic(name, topic_id or uuid.uuid4(), configs, log_config)
         if validate_only:
             return topic
+        self._meta.mkdir(parents=True, exist_ok=True)
+        self._changing[name] = num_partitions
         try:
-            self._meta.mkdir(parents=True, exist_ok=True)
             for p in range(num_partitions):
-                path = self._partition_dir(name, p)
-                if path.exists():  # leftovers of an earlier topic of the same name
-                    shutil.rmtree(path)
-                topic.partitions.append(PartitionLog.open(path, log_config))
+                topic.partitions.append(self._new_partition(name, p, log_config))
+                yield
             self._write_meta(topic)
-        except OSError as exc:
+        except BaseException as exc:
             # No half-made topic: without its .meta file it would be gone at restart.
             for log in topic.partitions:
                 log.delete()
-            (self._meta / f"{name}.json").unlink(missing_ok=True)
-            raise KafkaStorageError(f"Topic '{name}' not created: {_reason(exc)}") from None
+            if isinstance(exc, OSError):
+                (self._meta / f"{name}.json").unlink(missing_ok=True)
+                raise KafkaStorageError(f"Topic '{name}' not created: {_reason(exc)}") from None
+            raise
+        finally:
+            del self._changing[name]
         self.topics[name] = topic
         return topic
 
@@ -207,30 +274,50 @@ class Catalog:
             log.delete()
 
     def create_partitions(self, name: str, total: int, *, validate_only: bool = False) -> Topic:
+        return run_steps(self.create_partitions_steps(name, total, validate_only=validate_only))
+
+    def create_partitions_steps(
+        self, name: str, total: int, *, validate_only: bool = False
+    ) -> Generator[None, None, Topic]:
+        """``create_partitions`` one partition per step (see ``create_topic_steps``); the
+        new partitions join the topic together after the last step."""
         topic = self.topics.get(name)
         if topic is None:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        if name in self._changing:
+            raise InvalidPartitions(f"Topic '{name}' is already being given new partitions.")
         current = len(topic.partitions)
         if total <= current:
             raise InvalidPartitions(
                 f"Topic currently has {current} partitions, {total} would not be an increase."
             )
+        self._check_partition_limit(name, total - current)
         if validate_only:
             return topic
+        self._changing[name] = total - current
+        new: list[PartitionLog] = []
         try:
             for p in range(current, total):
-                path = self._partition_dir(name, p)
-                if path.exists():
-                    shutil.rmtree(path)
-                topic.partitions.append(PartitionLog.open(path, topic.log_config))
-            self._write_meta(topic)
-        except OSError as exc:
-            for log in topic.partitions[current:]:
+                new.append(self._new_partition(name, p, topic.log_config))
+                yield
+            if self.topics.get(name) is not topic:
+                raise UnknownTopicOrPartition(f"Topic '{name}' was deleted meanwhile.")
+            topic.partitions.extend(new)
+            try:
+                self._write_meta(topic)
+            except BaseException:
+                del topic.partitions[current:]
+                raise
+        except BaseException as exc:
+            for log in new:
                 log.delete()
-            del topic.partitions[current:]
-            raise KafkaStorageError(
-                f"Partitions of '{name}' not created: {_reason(exc)}"
-            ) from None
+            if isinstance(exc, OSError):
+                raise KafkaStorageError(
+                    f"Partitions of '{name}' not created: {_reason(exc)}"
+                ) from None
+            raise
+        finally:
+            del self._changing[name]
         return topic
 
     def alter_topic_configs(

@@ -10,6 +10,9 @@
 #
 # Batches whose records are all kept are copied byte for byte; others are re-encoded
 # with the same base offset, offset deltas, codec, timestamps and producer fields.
+# The rewrite runs on a worker thread: it pins each segment's .log open while it scans it
+# (chronik.storage.file_cache), so retention deleting that segment meanwhile, or the event
+# loop evicting its descriptor, cannot close it under the reader.
 # Records without a key are kept. Tombstones (null value) are dropped once their batch
 # is older than delete.retention.ms. Control batches are copied as they are.
 # Scheduling follows Kafka's cleaner: min.compaction.lag.ms, min.cleanable.dirty.ratio and
@@ -46,12 +49,13 @@ def finish_interrupted_swaps(directory: Path) -> None:
 def latest_offsets(segments: list[LogSegment]) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for seg in segments:
-        for pos, header in seg.headers_from(0):
-            if header.is_control:
-                continue
-            for rec in iter_records(seg.read(pos, header.size)):
-                if rec.key is not None:
-                    latest[rec.key] = rec.offset
+        with seg.file:
+            for pos, header in seg.headers_from(0):
+                if header.is_control:
+                    continue
+                for rec in iter_records(seg.read(pos, header.size)):
+                    if rec.key is not None:
+                        latest[rec.key] = rec.offset
     return latest
 
 
@@ -95,13 +99,14 @@ def clean_segment(
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     written = 0
     try:
-        for pos, header in seg.headers_from(0):
-            data = seg.read(pos, header.size)
-            if not header.is_control:
-                data = _rewrite_batch(data, header, latest, drop_tombstones)
-            if data:
-                os.write(fd, data)
-                written += len(data)
+        with seg.file:
+            for pos, header in seg.headers_from(0):
+                data = seg.read(pos, header.size)
+                if not header.is_control:
+                    data = _rewrite_batch(data, header, latest, drop_tombstones)
+                if data:
+                    os.write(fd, data)
+                    written += len(data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -109,10 +114,7 @@ def clean_segment(
         out_path.unlink()
         return 0
     # Index the new file with a throwaway segment object named after the .cleaned file.
-    cleaned = LogSegment(directory, seg.base_offset, seg.index_interval_bytes)
-    cleaned.log_path = out_path
-    cleaned.index.path = directory / (segment_name(seg.base_offset, ".index") + ".cleaned")
-    cleaned.time_index.path = directory / (segment_name(seg.base_offset, ".timeindex") + ".cleaned")
+    cleaned = LogSegment(directory, seg.base_offset, seg.index_interval_bytes, ".cleaned")
     cleaned.size = written
     cleaned.rebuild_indexes()
     cleaned.close()

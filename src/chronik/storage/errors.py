@@ -53,6 +53,10 @@ class InvalidPartitions(StorageError):
     code = INVALID_PARTITIONS
 
 
+class PolicyViolation(StorageError):
+    code = POLICY_VIOLATION
+
+
 class InvalidConfig(StorageError):
     code = INVALID_CONFIG
 

@@ -5,8 +5,10 @@ numbered (PartitionLog.append_seq); an fsync started when the counter read N mak
 everything up to N durable. While one fsync runs, new callers queue behind it; the next
 fsync then covers all of them at once. The fsync runs in a worker thread so the event
 loop keeps serving. A roll fsyncs the sealed segment itself and marks the log durable up
-to the roll, so an fsync in flight only ever needs the segment it was started on, whose
-file descriptor stays open until the segment is deleted.
+to the roll, so an fsync in flight only ever needs the segment it was started on. The
+fsync pins that segment's file (chronik.storage.file_cache), reopening it if it was
+evicted: an fsync on any descriptor of a file flushes the file, and the pin keeps the
+event loop from closing the descriptor under the worker thread.
 
 A failed fsync takes the log offline (PartitionLog.sync_failed): every caller still
 waiting, and every later one, gets KafkaStorageError instead of an acknowledgement.

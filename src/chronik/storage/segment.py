@@ -8,6 +8,8 @@
 # back to their sizes before it and the in-memory state restored, so the next batch lands
 # exactly where the last good one ended. If even the cut fails, the segment keeps the
 # undo pending and refuses appends until a retry of it succeeds (repair()).
+# Descriptors: the three files are chronik.storage.file_cache entries, opened on use and
+# closed when cold; the active .log is reopened for append (O_APPEND) after an eviction.
 from __future__ import annotations
 
 import os
@@ -17,6 +19,7 @@ from typing import NamedTuple
 
 from chronik.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_crc, read_header
 from chronik.storage.diskio import write_all
+from chronik.storage.file_cache import FILES
 from chronik.storage.offset_index import OffsetIndex
 from chronik.storage.time_index import TimeIndex
 
@@ -54,16 +57,22 @@ class _Mark(NamedTuple):
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval_bytes: int, suffix: str = ""
+    ) -> None:
+        """``suffix`` names a copy being written beside the segment (``.cleaned``)."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / segment_name(base_offset, ".log")
-        self.index = OffsetIndex(directory / segment_name(base_offset, ".index"), base_offset)
-        self.time_index = TimeIndex(
-            directory / segment_name(base_offset, ".timeindex"), base_offset
+        self.log_path = directory / (segment_name(base_offset, ".log") + suffix)
+        self.index = OffsetIndex(
+            directory / (segment_name(base_offset, ".index") + suffix), base_offset
         )
-        self._fd: int | None = None
+        self.time_index = TimeIndex(
+            directory / (segment_name(base_offset, ".timeindex") + suffix), base_offset
+        )
+        # ``with seg.file as fd:`` pins the .log open for a read, a write or a whole scan.
+        self.file = FILES.file(self.log_path, os.O_RDONLY)
         self.size = 0
         self.active = False
         # Kept for the active segment; for a closed one read lazily from the time index.
@@ -81,9 +90,10 @@ class LogSegment:
     ) -> LogSegment:
         seg = cls(directory, base_offset, index_interval_bytes)
         try:
-            seg._fd = os.open(
-                seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644
+            seg.file = FILES.file(
+                seg.log_path, os.O_RDWR | os.O_APPEND, create_flags=os.O_CREAT | os.O_TRUNC
             )
+            seg.file.open_now()
             seg.index.open_active(reset=True)
             seg.time_index.open_active(reset=True)
         except OSError:
@@ -124,10 +134,12 @@ class LogSegment:
         batch is checked (header and CRC), the file is cut at the first bad one and the
         indexes are rebuilt. Returns (segment, next offset, bytes truncated)."""
         seg = cls(directory, base_offset, index_interval_bytes)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        seg.size = os.fstat(seg._fd).st_size
+        seg.file = FILES.file(seg.log_path, os.O_RDWR | os.O_APPEND, create_flags=os.O_CREAT)
+        with seg.file as fd:
+            stat = os.fstat(fd)
+        seg.size = stat.st_size
         seg.active = True
-        seg.created_ms = int(os.fstat(seg._fd).st_mtime * 1000) if seg.size else now_ms
+        seg.created_ms = int(stat.st_mtime * 1000) if seg.size else now_ms
         indexes_ok = all(
             idx.path.exists() and idx.path.stat().st_size % idx.ENTRY.size == 0
             for idx in (seg.index, seg.time_index)
@@ -176,11 +188,15 @@ class LogSegment:
         return next_offset
 
     def _first_header(self) -> BatchHeader:
-        return read_header(os.pread(self.fd, HEADER_SIZE, 0))
+        with self.file as fd:
+            return read_header(os.pread(fd, HEADER_SIZE, 0))
 
     def _recover(self) -> tuple[int, int]:
         """Check every batch of the active segment; truncate at the first torn or corrupt one."""
-        assert self._fd is not None
+        with self.file as fd:
+            return self._recover_pinned(fd)
+
+    def _recover_pinned(self, fd: int) -> tuple[int, int]:
         valid_end = 0
         next_offset = self.base_offset
         buf = b""
@@ -191,7 +207,7 @@ class LogSegment:
         while True:
             rel = valid_end - buf_start
             if rel + HEADER_SIZE > len(buf):
-                chunk = os.pread(self._fd, _RECOVER_CHUNK, valid_end)
+                chunk = os.pread(fd, _RECOVER_CHUNK, valid_end)
                 buf, buf_start, rel = chunk, valid_end, 0
                 if len(buf) < HEADER_SIZE:
                     break
@@ -206,7 +222,7 @@ class LogSegment:
                 break
             if rel + header.size > len(buf):
                 need = max(header.size, _RECOVER_CHUNK)
-                buf, buf_start, rel = os.pread(self._fd, need, valid_end), valid_end, 0
+                buf, buf_start, rel = os.pread(fd, need, valid_end), valid_end, 0
                 if len(buf) < header.size:
                     break
             if not check_crc(buf, header, rel):
@@ -216,8 +232,8 @@ class LogSegment:
             next_offset = header.last_offset + 1
         truncated = self.size - valid_end
         if truncated:
-            os.ftruncate(self._fd, valid_end)
-            os.fsync(self._fd)
+            os.ftruncate(fd, valid_end)
+            os.fsync(fd)
         self.size = valid_end
         if valid_end >= HEADER_SIZE:
             self.first_batch_timestamp = self._first_header().max_timestamp
@@ -258,12 +274,12 @@ class LogSegment:
     def append(self, batch: bytes | bytearray, header: BatchHeader) -> int:
         """Write one batch (baseOffset already stamped) with one write; returns its position.
         On OSError nothing of it remains, in the files or in memory (see repair())."""
-        assert self._fd is not None
         self.repair()
         mark = self._mark()
         position = self.size
         try:
-            write_all(self._fd, batch)
+            with self.file as fd:
+                write_all(fd, batch)
             self.size += len(batch)
             if self.first_batch_timestamp is None:
                 self.first_batch_timestamp = header.max_timestamp
@@ -304,8 +320,8 @@ class LogSegment:
         mark = self._undo
         if mark is None:
             return
-        assert self._fd is not None
-        os.ftruncate(self._fd, mark.size)
+        with self.file as fd:
+            os.ftruncate(fd, mark.size)
         self.index.truncate(mark.index_entries)
         self.time_index.truncate(mark.time_entries)
         self._undo = None
@@ -314,7 +330,6 @@ class LogSegment:
         """Rolled: the last time index entry records the largest timestamp, all is fsynced.
         A failed write of that entry is undone (OSError); a failed fsync raises SyncFailed
         and leaves the segment active. Sealing a sealed segment does nothing."""
-        assert self._fd is not None
         if not self.active:
             return
         self.repair()
@@ -325,7 +340,9 @@ class LogSegment:
             except OSError:
                 self._rollback(mark)
                 raise
-        _sync(os.fsync, self._fd)
+        with self.file as fd:
+            _sync(os.fsync, fd)
+        self.file.flags = os.O_RDONLY  # what a reopen after eviction asks for from now on
         try:
             self.index.seal()
             self.time_index.seal()
@@ -336,8 +353,10 @@ class LogSegment:
         self.active = False
 
     def flush(self) -> None:
-        if self._fd is not None:
-            _sync(os.fdatasync, self._fd)
+        # Any descriptor of the file will do: fsync flushes the file, not the descriptor.
+        # The pin keeps it open if the event loop evicts or closes it meanwhile.
+        with self.file as fd:
+            _sync(os.fdatasync, fd)
 
     def flush_indexes(self) -> None:
         try:
@@ -346,16 +365,10 @@ class LogSegment:
         except OSError as exc:
             raise SyncFailed(exc.errno, exc.strerror) from exc
 
-    @property
-    def fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.log_path, os.O_RDONLY)
-        return self._fd
-
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Close for good; a reader or an fsync still holding a pin keeps the descriptor
+        until it is done."""
+        self.file.retire()
         self.index.close()
         self.time_index.close()
 
@@ -384,16 +397,19 @@ class LogSegment:
         return self._offset_of_max_timestamp
 
     def read(self, position: int, length: int) -> bytes:
-        return os.pread(self.fd, length, position)
+        with self.file as fd:
+            return os.pread(fd, length, position)
 
     def headers_from(
         self, position: int, end: int | None = None
     ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``position``, reading headers in chunks."""
         end = self.size if end is None else end
-        fd = self.fd
+        file = self.file
         while position + HEADER_SIZE <= end:
-            buf = os.pread(fd, min(_SCAN_CHUNK, end - position), position)
+            # Pinned per chunk, not across yields: a scan left unfinished holds nothing.
+            with file as fd:
+                buf = os.pread(fd, min(_SCAN_CHUNK, end - position), position)
             off = 0
             while off + HEADER_SIZE <= len(buf):
                 header = read_header(buf, off)

@@ -3,7 +3,9 @@
 Shared by the offset index and the time index. While its segment is active the entries
 are also held in memory (a few per index.interval.bytes of log); once the segment is
 closed they are looked up with a binary search of pread calls, so memory does not grow
-with the data retained.
+with the data retained. The file's descriptor is a chronik.storage.file_cache entry: the
+active index appends through it, a closed one is read through it, and either may be
+closed when cold (an active index only writes, so it never needs to stay open).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from chronik.storage.diskio import write_all
+from chronik.storage.file_cache import FILES, CachedFile
 
 
 class SparseIndex:
@@ -21,7 +24,7 @@ class SparseIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd: int | None = None
+        self._file: CachedFile = FILES.file(path, os.O_RDONLY)
         self._keys: list[int] | None = None
         self._values: list[int] | None = None
         self._count = 0
@@ -37,18 +40,23 @@ class SparseIndex:
     def open_active(self, *, reset: bool) -> None:
         """Hold the entries in memory and append to the file. ``reset`` empties it first;
         otherwise the file is trusted and loaded (a whole number of entries)."""
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
-        if reset:
-            flags |= os.O_TRUNC
-        self._fd = os.open(self.path, flags, 0o644)
+        self._file.retire()
+        create = os.O_CREAT | (os.O_TRUNC if reset else 0)
+        self._file = FILES.file(self.path, os.O_RDWR | os.O_APPEND, create_flags=create)
         self._keys, self._values = [], []
-        size = os.fstat(self._fd).st_size
-        esz = self.ENTRY.size
-        if size % esz:
-            os.ftruncate(self._fd, size - size % esz)
-            size -= size % esz
+        self._count = 0
+        if reset:
+            # Created (or emptied) at its first write or flush: a new partition costs one
+            # file creation, not three.
+            return
+        with self._file as fd:
+            size = os.fstat(fd).st_size
+            esz = self.ENTRY.size
+            if size % esz:
+                os.ftruncate(fd, size - size % esz)
+                size -= size % esz
+            data = os.pread(fd, size, 0) if size else b""
         if size:
-            data = os.pread(self._fd, size, 0)
             for i in range(0, size, esz):
                 k, v = self._decode(data[i : i + esz])
                 self._keys.append(k)
@@ -58,24 +66,26 @@ class SparseIndex:
     def open_closed(self) -> None:
         size = self.path.stat().st_size if self.path.exists() else 0
         self._count = size // self.ENTRY.size
+        if self._file.retired:
+            self._file = FILES.file(self.path, os.O_RDONLY)
 
     def seal(self) -> None:
         """The segment rolled: make the file durable and drop the in-memory entries."""
-        if self._fd is not None:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+        if self._keys is not None:
+            with self._file as fd:
+                os.fsync(fd)
+            self._file.flags = os.O_RDONLY
+            self._file.close()
         self._keys = self._values = None
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._file.retire()
         self._keys = self._values = None
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        if self._keys is not None:  # a closed index was made durable when it was sealed
+            with self._file as fd:
+                os.fsync(fd)
 
     @property
     def entries(self) -> int:
@@ -87,8 +97,9 @@ class SparseIndex:
 
     # -- writing (active only) -----------------------------------------------------------
     def _append(self, key: int, value: int) -> None:
-        assert self._fd is not None and self._keys is not None and self._values is not None
-        write_all(self._fd, self._encode(key, value))
+        assert self._keys is not None and self._values is not None
+        with self._file as fd:
+            write_all(fd, self._encode(key, value))
         self._keys.append(key)
         self._values.append(value)
         self._count += 1
@@ -96,9 +107,10 @@ class SparseIndex:
     def truncate(self, entries: int) -> None:
         """Cut the active index back to its first ``entries`` entries, file and memory
         (the undo of a failed write: a torn entry goes with it)."""
-        if self._fd is None or self._keys is None or self._values is None:
+        if self._keys is None or self._values is None:
             return
-        os.ftruncate(self._fd, entries * self.ENTRY.size)
+        with self._file as fd:
+            os.ftruncate(fd, entries * self.ENTRY.size)
         del self._keys[entries:]
         del self._values[entries:]
         self._count = min(self._count, entries)
@@ -126,8 +138,7 @@ class SparseIndex:
             return (self._keys[i], self._values[i]) if i >= 0 else None
         if self._count == 0:
             return None
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
+        with self._file as fd:
             lo, hi = 0, self._count - 1
             found = None
             while lo <= hi:
@@ -139,14 +150,11 @@ class SparseIndex:
                 else:
                     hi = mid - 1
             return found
-        finally:
-            os.close(fd)
 
     def _entry_on_disk(self, i: int) -> tuple[int, int] | None:
         try:
-            with open(self.path, "rb") as f:
-                f.seek(i * self.ENTRY.size)
-                raw = f.read(self.ENTRY.size)
+            with self._file as fd:
+                raw = os.pread(fd, self.ENTRY.size, i * self.ENTRY.size)
         except FileNotFoundError:
             return None
         return self._decode(raw) if len(raw) == self.ENTRY.size else None
