@@ -32,6 +32,9 @@ PIPELINED = True
 
 log = logging.getLogger("chronik.produce")
 
+# Written only by the broker itself; Kafka refuses client appends to them.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
 
 async def handle(
     ctx: RequestContext, request: Any, release: Callable[[], None]
@@ -52,6 +55,10 @@ async def handle(
                 continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 partitions.append(_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if name in INTERNAL_TOPICS:
+                message = f"Cannot append to internal topic {name}"
+                partitions.append(_error(index, errors.INVALID_TOPIC_EXCEPTION, message))
                 continue
             partition_log = topic.partitions[index]
             records = part.records
