@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from crc32c import crc32c
 from kio.schema.list_offsets.v7 import request as list_offsets
 
@@ -120,3 +121,23 @@ def test_undecodable_batch_in_consumer_offsets_does_not_stop_a_restart(broker) -
     broker.restart()
     with RawClient(broker.bootstrap) as client:
         assert client.request(list_offsets_request("__consumer_offsets", -1)).topics
+
+
+def test_consumer_offsets_cannot_be_deleted(broker) -> None:
+    # Deleting it left the coordinator appending to closed files: a traceback for
+    # every later OffsetCommit, and every committed offset gone.
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker.bootstrap, "committed")
+    config = {"bootstrap.servers": broker.bootstrap, "group.id": "keeps", "log_level": 0}
+    consumer = Consumer(config)
+    consumer.commit(offsets=[TopicPartition("committed", 0, 7)], asynchronous=False)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    future = admin.delete_topics(["__consumer_offsets"], operation_timeout=10)["__consumer_offsets"]
+    with pytest.raises(KafkaException, match="TOPIC_EXCEPTION"):
+        future.result(15)
+    consumer.commit(offsets=[TopicPartition("committed", 0, 8)], asynchronous=False)
+    (committed,) = consumer.committed([TopicPartition("committed", 0)], timeout=15)
+    assert committed.offset == 8
+    consumer.close()

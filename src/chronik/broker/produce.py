@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.topics import INTERNAL_TOPICS
 from chronik.protocol import errors
 from chronik.protocol.produce_response import (
     PartitionResult,
@@ -31,9 +32,6 @@ VERSIONS = (0, 11)
 PIPELINED = True
 
 log = logging.getLogger("chronik.produce")
-
-# Written only by the broker itself; Kafka refuses client appends to them.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 async def handle(
@@ -56,7 +54,7 @@ async def handle(
             if topic is None or not 0 <= index < len(topic.partitions):
                 partitions.append(_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            if name in INTERNAL_TOPICS:
+            if name in INTERNAL_TOPICS:  # Kafka refuses client appends to them
                 message = f"Cannot append to internal topic {name}"
                 partitions.append(_error(index, errors.INVALID_TOPIC_EXCEPTION, message))
                 continue

@@ -11,6 +11,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("chronik.topics")
 
 
+# The topics only the broker itself writes (Kafka's Topic.isInternal).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 def is_internal(name: str) -> bool:
     return name.startswith("__")
 
