@@ -98,7 +98,7 @@ class Report:
     mutations: Counter[str] = field(default_factory=Counter)
     served: list[tuple[int, int]] = field(default_factory=list)
     covered: set[tuple[int, int]] = field(default_factory=set)
-    findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
+    findings: dict[tuple[str, str, int | None], Finding] = field(default_factory=dict)
     tracebacks: int = 0
 
     @property
@@ -418,12 +418,14 @@ class Campaign:
         return data.decode(errors="replace")
 
     def _record(self, kind: str, signature: str, frames: list[Frame]) -> None:
-        key = (kind, re.sub(r"\d+", "N", signature))
+        first = frames[-1] if frames else None
+        # Crashes are kept per API too: one cause often shows in many decoders.
+        api = first.api_key if first is not None and kind == "crash" else None
+        key = (kind, re.sub(r"\d+", "N", signature), api)
         found = self.report.findings.get(key)
         if found is not None:
             found.count += 1
             return
-        first = frames[-1] if frames else None
         name = f"{kind}-{len(self.report.findings):03d}"
         if first is not None:
             name += f"-k{first.api_key}v{first.api_version}"
