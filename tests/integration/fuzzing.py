@@ -51,6 +51,9 @@ CANARY_PARTITIONS = 2
 # Liveness checks on a loaded machine: generous, a wedged broker still fails them.
 LIVENESS_TIMEOUT = 60.0
 SUSPECTS = 4
+# Bad input gets an error code or one log line; a request with a few dozen entities
+# may log one line each, but not more than this.
+NOISY_LINES = 50
 
 
 @dataclass
@@ -403,9 +406,15 @@ class Campaign:
 
     def _scan_log(self, frame: Frame | None) -> None:
         new = self._new_log()
-        for signature in traceback_signatures(new):
+        signatures = traceback_signatures(new)
+        for signature in signatures:
             self.report.tracebacks += 1
             self._record("traceback", signature, [frame] if frame else [])
+        lines = new.count("\n")
+        if not signatures and lines > NOISY_LINES:
+            first = new.splitlines()[0][24:120] if new else ""
+            signature = f"{lines} log lines after one frame: {first}"
+            self._record("noisy", signature, [frame] if frame else [])
 
     def _new_log(self) -> str:
         try:

@@ -1,6 +1,6 @@
 """Fuzzing a live broker process, and replaying every crash the fuzzer ever found.
 
-`test_fuzz_campaign` is a bounded, seeded run (FUZZ_SECONDS, FUZZ_SEED,
+`test_fuzz_campaign` is a bounded, seeded run (FUZZ_SECONDS, FUZZ_FRAMES, FUZZ_SEED,
 FUZZ_FINDINGS, FUZZ_SKIP, FUZZ_SKIP_APIS override it; `make fuzz` runs it for
 longer). Each file in `fuzz_regressions/` holds frames that once crashed,
 wedged or raised a traceback in the broker; replayed in order against a fresh
