@@ -1,5 +1,6 @@
 # make serve: set up .venv and run a broker on 127.0.0.1:9092 with data in ./chronik-data
 # make test:  the whole test suite (unit, integration with real clients, Spark)
+# make fuzz:  fuzz a live broker for FUZZ_SECONDS (findings in ./fuzz-findings)
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ STAMP := $(VENV)/.installed
 SERVE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-fast lint bench bench-quick bank-demo deps clean
+.PHONY: serve test test-fast lint bench bench-quick bank-demo deps clean fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +30,15 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
+
+# The bounded run in `make test` is the same harness with a fixed seed and frame count.
+FUZZ_SECONDS ?= 600
+FUZZ_SEED ?= 1
+FUZZ_FRAMES ?= 0
+fuzz: $(STAMP)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_FRAMES=$(FUZZ_FRAMES) \
+	FUZZ_FINDINGS=$(CURDIR)/fuzz-findings \
+	$(PY) -m pytest -q -s --timeout=0 tests/integration/test_fuzz.py::test_fuzz_campaign
 
 BENCH_ARGS ?= --repeat 3
 bench: $(STAMP)

@@ -160,3 +160,27 @@ def test_max_compaction_lag_forces_a_compaction_below_the_ratio(tmp_path):
         append(log, keyed(b"k0", b"w" * 50))
     assert log.compaction_job(NOW) is None
     assert log.maybe_compact(NOW + 60_000) > 0
+
+
+def test_undecodable_batch_is_kept_and_the_rest_compacts(tmp_path):
+    # A client can seal junk records with a valid CRC (produce does not decode records);
+    # compaction keeps such a batch as it is instead of failing on every pass.
+    import struct
+
+    from crc32c import crc32c
+
+    log = open_log(tmp_path / "t-0", compact_config(segment_bytes=400))
+    junk = keyed(b"j", b"v" * 40, codec=compression.GZIP)
+    junk[61:] = b"\x5a" * (len(junk) - 61)
+    struct.pack_into(">I", junk, 17, crc32c(bytes(junk[21:])))
+    append(log, keyed(b"k", b"old"))
+    append(log, junk)
+    append(log, keyed(b"k", b"new"))
+    for i in range(10):
+        append(log, keyed(b"filler%d" % i, b"f" * 50))
+    log.compact(NOW)
+    stored = [read_header(seg.read(pos, h.size)) for seg in log.segments
+              for pos, h in seg.headers_from(0)]
+    offsets = [h.base_offset for h in stored]
+    assert 0 not in offsets  # the old value of k went
+    assert 1 in offsets and 2 in offsets  # the junk batch and the new value stayed

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.topics import topic_by_id
+from chronik.broker.topics import INTERNAL_TOPICS, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID
 
@@ -36,6 +36,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code, message = errors.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
         elif topic is None:
             code, message = missing, "This server does not host this topic."
+        elif topic.name in INTERNAL_TOPICS:
+            # The group coordinator writes there for as long as the broker runs.
+            code = errors.INVALID_TOPIC_EXCEPTION
+            message = f"Cannot delete internal topic {topic.name}"
         else:
             name, topic_id = topic.name, topic.topic_id
             broker.catalog.delete_topic(topic.name)

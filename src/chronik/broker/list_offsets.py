@@ -7,10 +7,14 @@ offset whose timestamp is at or after the one asked (from the time index).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
+from chronik.records.reader import CorruptRecords
+
+log = logging.getLogger("chronik.list_offsets")
 
 API_KEY = 2
 VERSIONS = (0, 9)
@@ -49,7 +53,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 code, ts, offset = errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
             else:
                 code = errors.NONE
-                ts, offset = _lookup(topic.partitions[index], p.timestamp)
+                try:
+                    ts, offset = _lookup(topic.partitions[index], p.timestamp)
+                except CorruptRecords as exc:
+                    # A client sealed undecodable records with a valid CRC; the lookup
+                    # cannot see past them.
+                    log.warning("offset lookup in %s-%d: %s", wanted.name, index, exc)
+                    code, ts, offset = errors.CORRUPT_MESSAGE, -1, -1
             parts.append(
                 ctx.build(
                     "ListOffsetsPartitionResponse",

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.topics import INTERNAL_TOPICS
 from chronik.protocol import errors
 from chronik.protocol.produce_response import (
     PartitionResult,
@@ -52,6 +53,10 @@ async def handle(
                 continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 partitions.append(_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if name in INTERNAL_TOPICS:  # Kafka refuses client appends to them
+                message = f"Cannot append to internal topic {name}"
+                partitions.append(_error(index, errors.INVALID_TOPIC_EXCEPTION, message))
                 continue
             partition_log = topic.partitions[index]
             records = part.records

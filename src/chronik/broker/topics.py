@@ -48,6 +48,10 @@ def too_many_partitions(broker: Broker, requested: int) -> str | None:
     )
 
 
+# The topics only the broker itself writes (Kafka's Topic.isInternal).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 def is_internal(name: str) -> bool:
     return name.startswith("__")
 

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode as E
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.records import builder
 from chronik.records.batch import read_header
-from chronik.records.reader import iter_batches, iter_records
+from chronik.records.reader import CorruptRecords, iter_batches, iter_records
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +114,13 @@ class OffsetsTopic:
                     progressed = True
                     if not header.is_control:
                         batch = bytes(data[pos : pos + header.size])
-                        for rec in iter_records(batch):
-                            if rec.offset >= offset and rec.key is not None:
-                                out.append((rec.key, rec.value, rec.offset))
+                        try:
+                            for rec in iter_records(batch):
+                                if rec.offset >= offset and rec.key is not None:
+                                    out.append((rec.key, rec.value, rec.offset))
+                        except CorruptRecords as exc:
+                            # One bad batch must not keep the broker from starting.
+                            log.warning("%s: skipping batch at %d: %s", TOPIC, offset, exc)
                     offset = header.last_offset + 1
                 if not progressed:
                     log.warning("%s: cannot read past offset %d", TOPIC, offset)

@@ -82,6 +82,9 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % 2**31
 
 
+MAX_CODEC = 4  # zstd; codec bits 5-7 name no codec
+
+
 class InvalidBatch(Exception):
     """A batch that must not be stored; ``code`` is the Kafka error code to answer with."""
 
@@ -136,6 +139,8 @@ def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int)
         )
     if header.is_control:
         raise InvalidBatch(INVALID_RECORD, "clients may not produce control batches")
+    if header.compression > MAX_CODEC:
+        raise InvalidBatch(CORRUPT_MESSAGE, f"unknown compression codec {header.compression}")
     return header
 
 

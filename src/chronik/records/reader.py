@@ -17,6 +17,10 @@ from chronik.records.batch import (
 from chronik.records.varint import read_varint
 
 
+class CorruptRecords(ValueError):
+    """A batch whose records cannot be decoded (the CRC only says they arrived as sent)."""
+
+
 class DecodedRecord(NamedTuple):
     offset: int
     timestamp: int
@@ -39,12 +43,19 @@ def iter_batches(
         pos += header.size
 
 
+def _varint(view: memoryview, pos: int) -> tuple[int, int]:
+    try:
+        return read_varint(view, pos)
+    except ValueError as exc:
+        raise CorruptRecords(str(exc)) from exc
+
+
 def _field(view: memoryview, pos: int) -> tuple[bytes | None, int]:
-    length, pos = read_varint(view, pos)
+    length, pos = _varint(view, pos)
     if length < 0:
         return None, pos
     if pos + length > len(view):
-        raise ValueError("record field runs past the end of the batch")
+        raise CorruptRecords("record field runs past the end of the batch")
     return bytes(view[pos : pos + length]), pos + length
 
 
@@ -54,26 +65,29 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[DecodedRecor
     header = read_header(batch)
     view = memoryview(batch)[HEADER_SIZE : header.size]
     if header.compression:
-        view = memoryview(codecs.decompress(header.compression, view))
+        try:
+            view = memoryview(codecs.decompress(header.compression, view))
+        except Exception as exc:  # cramjam's DecompressionError, an unknown codec
+            raise CorruptRecords(f"cannot decompress records: {exc}") from exc
     append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_BIT else None
     pos = 0
     for _ in range(header.records_count):
-        length, pos = read_varint(view, pos)
+        length, pos = _varint(view, pos)
         end = pos + length
         if length < 0 or end > len(view):
-            raise ValueError("record runs past the end of the batch")
+            raise CorruptRecords("record runs past the end of the batch")
         pos += 1  # attributes
-        ts_delta, pos = read_varint(view, pos)
-        offset_delta, pos = read_varint(view, pos)
+        ts_delta, pos = _varint(view, pos)
+        offset_delta, pos = _varint(view, pos)
         key, pos = _field(view, pos)
         value, pos = _field(view, pos)
-        count, pos = read_varint(view, pos)
+        count, pos = _varint(view, pos)
         headers = []
         for _ in range(count):
             hkey, pos = _field(view, pos)
             hval, pos = _field(view, pos)
             headers.append(((hkey or b"").decode("utf-8", "replace"), hval))
         if pos != end:
-            raise ValueError("record length does not match its fields")
+            raise CorruptRecords("record length does not match its fields")
         ts = append_time if append_time is not None else header.base_timestamp + ts_delta
         yield DecodedRecord(header.base_offset + offset_delta, ts, key, value, tuple(headers))

@@ -15,10 +15,12 @@ from crc32c import crc32c
 from chronik.records import compression
 from chronik.records.batch import (
     COMPRESSION_MASK,
+    CORRUPT_MESSAGE,
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    InvalidBatch,
     read_header,
 )
 
@@ -41,7 +43,10 @@ def recompress(batch: bytearray, header: BatchHeader, codec: int) -> tuple[bytea
     """The batch with its records section in `codec` (unchanged if it already is)."""
     if header.compression == codec:
         return batch, header
-    records = compression.decompress(header.compression, memoryview(batch)[HEADER_SIZE:])
+    try:
+        records = compression.decompress(header.compression, memoryview(batch)[HEADER_SIZE:])
+    except Exception as exc:  # cramjam's DecompressionError: the client sent junk
+        raise InvalidBatch(CORRUPT_MESSAGE, f"cannot decompress the records: {exc}") from exc
     body = compression.compress(codec, records)
     out = bytearray(HEADER_SIZE + len(body))
     out[:HEADER_SIZE] = batch[:HEADER_SIZE]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from chronik.records.batch import TIMESTAMP_TYPE_BIT, BatchHeader
 from chronik.records.builder import Record, build_batch
-from chronik.records.reader import iter_records
+from chronik.records.reader import CorruptRecords, iter_records
 from chronik.storage.segment import LogSegment, segment_name
 
 if TYPE_CHECKING:
@@ -53,16 +53,24 @@ def latest_offsets(segments: list[LogSegment]) -> dict[bytes, int]:
             for pos, header in seg.headers_from(0):
                 if header.is_control:
                     continue
-                for rec in iter_records(seg.read(pos, header.size)):
-                    if rec.key is not None:
-                        latest[rec.key] = rec.offset
+                try:
+                    for rec in iter_records(seg.read(pos, header.size)):
+                        if rec.key is not None:
+                            latest[rec.key] = rec.offset
+                except CorruptRecords:
+                    continue  # kept as it is by _rewrite_batch; its keys are unknowable
     return latest
 
 
 def _rewrite_batch(
     data: bytes, header: BatchHeader, latest: dict[bytes, int], drop_tombstones: bool
 ) -> bytes | None:
-    records = list(iter_records(data))
+    try:
+        records = list(iter_records(data))
+    except CorruptRecords:
+        # A client sealed undecodable records with a valid CRC: keep the batch as it is
+        # rather than fail every compaction of the partition.
+        return data
     kept = [
         r
         for r in records
