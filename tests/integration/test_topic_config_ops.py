@@ -145,3 +145,44 @@ def test_legacy_alter_configs_accepts_message_format_version(broker):
     resource.set_config("message.format.version", "0.10.0.0")
     admin.alter_configs([resource])[resource].result(timeout=TIMEOUT)
     assert _describe(admin, topic)["message.format.version"].value == "0.10.0.0"
+
+
+def _produce_and_collect(bootstrap: str, topic: str, keys: list[bytes | None], **conf) -> list:
+    from confluent_kafka import Producer
+
+    results: list = [None] * len(keys)
+
+    def delivered(i: int):
+        return lambda err, msg: results.__setitem__(i, err)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, **conf})
+    for i, key in enumerate(keys):
+        producer.produce(topic, key=key, value=b"v%d" % i, partition=0, on_delivery=delivered(i))
+    assert producer.flush(TIMEOUT) == 0
+    return results
+
+
+def test_compacted_topic_refuses_records_without_a_key(broker):
+    """Kafka's rule, which librdkafka's test 0011 checks once APPEND has made a topic
+    compacted: each keyless record is named in the response's record_errors."""
+    admin = _admin(broker)
+    topic = topic_name("compacted")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    _alter(admin, topic, ("cleanup.policy", AlterConfigOpType.APPEND, "compact"))
+
+    keys = [None if i % 5 == 0 else b"k%d" % i for i in range(20)]
+    # One batch: the keyless records fail as invalid, the others for being in their batch.
+    errs = _produce_and_collect(broker.bootstrap, topic, keys)
+    for key, err in zip(keys, errs, strict=True):
+        assert err is not None
+        if key is None:
+            assert err.code() == KafkaError.INVALID_RECORD
+        else:
+            assert err.code() == KafkaError._INVALID_DIFFERENT_RECORD
+    # One record per batch: only the keyless ones fail.
+    errs = _produce_and_collect(broker.bootstrap, topic, keys, **{"batch.size": 1})
+    for key, err in zip(keys, errs, strict=True):
+        if key is None:
+            assert err is not None and err.code() == KafkaError.INVALID_RECORD
+        else:
+            assert err is None
