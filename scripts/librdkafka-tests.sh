@@ -12,7 +12,7 @@
 # Nothing is written into TESTS_DIR: the runner reads its test.conf through
 # RDKAFKA_TEST_CONF and runs in a scratch directory (it drops stats files in its cwd).
 # Environment: PY (python with chronik, default .venv/bin/python), CHRONIK_SERVE_ARGS
-# (extra `chronik serve` arguments, e.g. "--set num.partitions=4"), KEEP=1 keeps the
+# (extra `chronik serve` arguments, e.g. "--set log.segment.bytes=1048576"), KEEP=1 keeps the
 # scratch directory; the runner's own variables (TEST_KAFKA_VERSION, TEST_DEBUG, ...)
 # pass through.
 set -uo pipefail
@@ -68,8 +68,9 @@ trap 'exit 130' INT TERM
 
 port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # shellcheck disable=SC2086  # CHRONIK_SERVE_ARGS is a list of arguments
+# num.partitions=4 is what librdkafka's own test cluster (trivup) auto-creates topics with.
 "$PY" -m chronik serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
-  ${CHRONIK_SERVE_ARGS:-} >"$work/broker.log" 2>&1 &
+  --set num.partitions=4 ${CHRONIK_SERVE_ARGS:-} >"$work/broker.log" 2>&1 &
 broker_pid=$!
 ready=0
 for _ in $(seq 1 100); do
