@@ -84,21 +84,17 @@ def spark_session(master: str | None):
     paths = [str(HERE), str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     from pyspark import cloudpickle
-    from pyspark.sql import SparkSession
 
-    from chronik.spark import register
+    from chronik.spark import session
 
     cloudpickle.register_pickle_by_value(bank)  # ship the domain code with the job
-    builder = SparkSession.builder.appName("chronik-bank-projection")
-    if master:
-        builder = builder.master(master)
-    spark = (
-        builder.config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
+    # Run locally, the Python workers use this interpreter (and so this venv's pyarrow).
+    spark = session(
+        "chronik-bank-projection",
+        master,
+        {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false"},
     )
     spark.sparkContext.setLogLevel("WARN")
-    register(spark)
     return spark
 
 

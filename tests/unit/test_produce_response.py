@@ -23,9 +23,14 @@ partition = st.tuples(
     st.integers(0, 2**31 - 1),
     st.sampled_from([0, 2, 3, 10, 21, 87, -1]),
     st.integers(-1, 2**62),
-    st.one_of(st.just(-1), st.integers(0, 2**43)),
+    # kio decodes the time through a float of seconds: exact to the millisecond until ~2039
+    st.one_of(st.just(-1), st.integers(0, 2**41)),
     st.integers(-1, 2**62),
     st.one_of(st.none(), st.text(max_size=200)),
+    st.lists(
+        st.tuples(st.integers(0, 2**31 - 1), st.one_of(st.none(), st.text(max_size=50))),
+        max_size=3,
+    ).map(tuple),
 )
 topic = st.tuples(
     st.text(alphabet="abcxyz._-0123456789", min_size=1, max_size=200),
@@ -64,7 +69,7 @@ def test_encoding_decodes_with_kio(version: int, topics: list[TopicResult]) -> N
 
 
 def _check_partition(version: int, got: Any, want: PartitionResult) -> None:
-    index, error_code, base_offset, append_time, start_offset, message = want
+    index, error_code, base_offset, append_time, start_offset, message, record_errors = want
     assert got.index == index
     assert int(got.error_code) == error_code
     assert got.base_offset == base_offset
@@ -73,7 +78,9 @@ def _check_partition(version: int, got: Any, want: PartitionResult) -> None:
     if version >= 5:
         assert got.log_start_offset == start_offset
     if version >= 8:
-        assert got.record_errors == ()
+        assert [(e.batch_index, e.batch_index_error_message) for e in got.record_errors] == list(
+            record_errors
+        )
         assert got.error_message == message
 
 
@@ -95,7 +102,14 @@ def test_same_bytes_as_kio_encoder(version: int, topics: list[TopicResult]) -> N
                         base_offset=p[2],
                         log_append_time=p[3],
                         log_start_offset=p[4],
-                        record_errors=(),
+                        record_errors=tuple(
+                            compat.build(
+                                module.BatchIndexAndErrorMessage,
+                                batch_index=i,
+                                batch_index_error_message=m,
+                            )
+                            for i, m in (p[6] if version >= 8 else ())
+                        ),
                         error_message=p[5],
                     )
                     for p in partitions

@@ -70,3 +70,19 @@ def test_describe_lists_every_config_with_source_and_synonyms():
     assert by_name["retention.ms"].source == SOURCE_STATIC_BROKER
     assert [s.name for s in by_name["retention.ms"].synonyms][:1] == ["log.retention.hours"]
     assert by_name["cleanup.policy"].source == SOURCE_DEFAULT
+
+
+@pytest.mark.parametrize("version", ["0.10.0", "0.10.0.0", "0.10.0-IV1", "2.8", "2.8.1", "3.0-IV1"])
+def test_message_format_version_takes_kafka_versions(version):
+    validate_topic_configs({"message.format.version": version})
+
+
+@pytest.mark.parametrize("version", ["0.7", "0.10.3", "4.0", "latest", ""])
+def test_message_format_version_refuses_others(version):
+    with pytest.raises(InvalidConfig):
+        validate_topic_configs({"message.format.version": version})
+
+
+def test_configs_without_a_broker_setting_list_no_default_synonym():
+    (entry,) = describe_topic_configs({}, {}, ["leader.replication.throttled.replicas"])
+    assert entry.value == "" and entry.source == SOURCE_DEFAULT and entry.synonyms == []

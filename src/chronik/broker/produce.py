@@ -24,6 +24,7 @@ from chronik.protocol.produce_response import (
 )
 from chronik.records.batch import InvalidBatch, validate_produced
 from chronik.records.legacy import is_legacy, up_convert
+from chronik.records.reader import keyless_records
 from chronik.records.recompress import recompress, target_codec
 
 API_KEY = 0
@@ -67,6 +68,8 @@ async def handle(
                     records = up_convert(records)
                 batch = bytearray(records)
                 header = validate_produced(batch, topic.log_config.max_message_bytes)
+                if topic.log_config.compact:
+                    _check_keys(batch, name, index)
                 codec = target_codec(topic.log_config.compression_type)
                 if codec is not None and codec != header.compression:
                     batch, header = recompress(batch, header, codec)
@@ -79,7 +82,9 @@ async def handle(
                     code = errors.CORRUPT_MESSAGE
                 if code != errors.KAFKA_STORAGE_ERROR:  # logged once by the partition
                     log.info("rejected produce to %s-%d: %s", name, index, exc)
-                partitions.append(_error(index, code, str(exc)))
+                partitions.append(
+                    _error(index, code, str(exc), getattr(exc, "record_errors", ()))
+                )
                 continue
             if not result.duplicate:
                 broker.notify_append(partition_log)
@@ -93,6 +98,7 @@ async def handle(
                     result.log_append_time,
                     result.log_start_offset,
                     None,
+                    (),
                 )
             )
         results.append((name, partitions))
@@ -113,5 +119,29 @@ async def handle(
     return encode_produce_response(ctx.api_version, results)
 
 
-def _error(index: int, code: int, message: str | None = None) -> PartitionResult:
-    return (index, code, -1, -1, -1, message)
+def _error(
+    index: int,
+    code: int,
+    message: str | None = None,
+    record_errors: tuple[tuple[int, str | None], ...] = (),
+) -> PartitionResult:
+    return (index, code, -1, -1, -1, message, record_errors)
+
+
+def _check_keys(batch: bytearray, topic: str, index: int) -> None:
+    """Kafka's LogValidator: a compacted topic refuses records without a key, naming each
+    one by its index in the batch (the client fails those, and retries none of the batch)."""
+    try:
+        keyless = keyless_records(batch)
+    except Exception as exc:  # a malformed record section, or a codec that fails on it
+        raise InvalidBatch(errors.CORRUPT_MESSAGE, f"malformed records: {exc}") from None
+    if not keyless:
+        return
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+    record_errors = tuple((i, why) for i in keyless)
+    raise InvalidBatch(
+        errors.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(keyless)} record errors in total,"
+        f" and only showing the first three errors at most: {list(record_errors[:3])}",
+        record_errors,
+    )

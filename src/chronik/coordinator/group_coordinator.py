@@ -732,19 +732,23 @@ class GroupCoordinator:
     def _check_commit(
         self, group: Group, generation: int, member_id: str, instance_id: str | None
     ) -> int:
+        """Kafka's order (ClassicGroup.validateOffsetCommit): the member and its generation
+        are checked before the group state, so a commit from a past generation during
+        CompletingRebalance is ILLEGAL_GENERATION, not REBALANCE_IN_PROGRESS."""
         if group.state is GroupState.DEAD:
             return int(E.coordinator_not_available)
-        if self._is_fenced(group, member_id, instance_id):
-            return int(E.fenced_instance_id)
         if generation < 0 and group.state is GroupState.EMPTY:
             return NONE  # a commit from outside group management (manual assignment)
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            return int(E.rebalance_in_progress)
+        if self._is_fenced(group, member_id, instance_id):
+            return int(E.fenced_instance_id)
         member = group.members.get(member_id)
         if member is None:
             return int(E.unknown_member_id)
         if generation != group.generation:
             return int(E.illegal_generation)
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            # The member has this generation's JoinGroup answer but not yet its assignment.
+            return int(E.rebalance_in_progress)
         self._reset_session(group, member)
         return NONE
 

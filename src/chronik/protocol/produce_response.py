@@ -6,7 +6,8 @@
 #     partition_responses: array of
 #       index int32, error_code int16, base_offset int64,
 #       [v2+] log_append_time_ms int64, [v5+] log_start_offset int64,
-#       [v8+] record_errors array (empty here: a batch is accepted or refused whole),
+#       [v8+] record_errors array of (batch_index int32, batch_index_error_message
+#             nullable string [flexible] tagged fields): the records that failed a batch,
 #       [v8+] error_message nullable string
 #       [flexible] tagged fields (v10+ current_leader: left out)
 #     [flexible] tagged fields
@@ -21,8 +22,11 @@ import struct
 
 from chronik.protocol.framing import write_uvarint
 
-# (index, error_code, base_offset, log_append_time_ms, log_start_offset, error_message)
-PartitionResult = tuple[int, int, int, int, int, str | None]
+# (index, batch index, message) of each record that made a batch fail
+RecordErrors = tuple[tuple[int, str | None], ...]
+# (index, error_code, base_offset, log_append_time_ms, log_start_offset, error_message,
+#  record_errors)
+PartitionResult = tuple[int, int, int, int, int, str | None, RecordErrors]
 # (topic name, its partitions)
 TopicResult = tuple[str, list[PartitionResult]]
 
@@ -41,7 +45,9 @@ def encode_produce_response(version: int, topics: list[TopicResult]) -> list[byt
     for name, partitions in topics:
         out.append(_string(name, flexible))
         out.append(_array_len(len(partitions), flexible))
-        for index, error_code, base_offset, append_time, start_offset, message in partitions:
+        for index, error_code, base_offset, append_time, start_offset, message, record_errors in (
+            partitions
+        ):
             if version >= 5:
                 out.append(_V5.pack(index, error_code, base_offset, append_time, start_offset))
             elif version >= 2:
@@ -50,12 +56,18 @@ def encode_produce_response(version: int, topics: list[TopicResult]) -> list[byt
                 out.append(_V0.pack(index, error_code, base_offset))
             if version >= 8:
                 if flexible:
-                    # empty record_errors, then the error message, then tagged fields
-                    out.append(b"\x01")
+                    # record_errors, then the error message, then tagged fields
+                    if record_errors:
+                        out.extend(_record_errors(record_errors, True))
+                    else:
+                        out.append(b"\x01")
                     out.append(b"\x00" if message is None else _string(message, True))
                     out.append(b"\x00")
                 else:
-                    out.append(b"\x00\x00\x00\x00")
+                    if record_errors:
+                        out.extend(_record_errors(record_errors, False))
+                    else:
+                        out.append(b"\x00\x00\x00\x00")
                     out.append(b"\xff\xff" if message is None else _string(message, False))
         if flexible:
             out.append(b"\x00")
@@ -63,6 +75,19 @@ def encode_produce_response(version: int, topics: list[TopicResult]) -> list[byt
         out.append(_THROTTLE_ZERO)
     if flexible:
         out.append(b"\x00")
+    return out
+
+
+def _record_errors(record_errors: RecordErrors, flexible: bool) -> list[bytes]:
+    out = [_array_len(len(record_errors), flexible)]
+    for batch_index, message in record_errors:
+        out.append(_I32.pack(batch_index))
+        if message is None:
+            out.append(b"\x00" if flexible else b"\xff\xff")
+        else:
+            out.append(_string(message, flexible))
+        if flexible:
+            out.append(b"\x00")
     return out
 
 

@@ -86,11 +86,15 @@ MAX_CODEC = 4  # zstd; codec bits 5-7 name no codec
 
 
 class InvalidBatch(Exception):
-    """A batch that must not be stored; ``code`` is the Kafka error code to answer with."""
+    """A batch that must not be stored; ``code`` is the Kafka error code to answer with,
+    ``record_errors`` the (index in the batch, message) of the records at fault, if known."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(
+        self, code: int, message: str, record_errors: tuple[tuple[int, str | None], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.record_errors = record_errors
 
 
 def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:

@@ -1,6 +1,7 @@
 # Reads concatenated record batches (layout in chronik.records.batch; record layout
 # in chronik.records.builder). Not on the fetch/produce hot path: used by compaction,
-# the group coordinator's replay, offset-for-timestamp inside one batch, and tests.
+# the group coordinator's replay, offset-for-timestamp inside one batch, the key check
+# of batches produced to compacted topics, and tests.
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -91,3 +92,29 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[DecodedRecor
             raise CorruptRecords("record length does not match its fields")
         ts = append_time if append_time is not None else header.base_timestamp + ts_delta
         yield DecodedRecord(header.base_offset + offset_delta, ts, key, value, tuple(headers))
+
+
+def keyless_records(batch: bytes | bytearray | memoryview) -> list[int]:
+    """Indexes in the batch of the records whose key is null (decompressed as needed);
+    Kafka refuses them on compacted topics. Raises ValueError on a malformed record."""
+    header = read_header(batch)
+    view = memoryview(batch)[HEADER_SIZE : header.size]
+    if header.compression:
+        view = memoryview(codecs.decompress(header.compression, view))
+    found = []
+    pos = 0
+    for index in range(header.records_count):
+        length, pos = read_varint(view, pos)
+        end = pos + length
+        if length < 0 or end > len(view):
+            raise ValueError("record runs past the end of the batch")
+        field = pos + 1  # attributes
+        _, field = read_varint(view, field)  # timestamp delta
+        _, field = read_varint(view, field)  # offset delta
+        key_length, field = read_varint(view, field)
+        if field > end:
+            raise ValueError("record length does not match its fields")
+        if key_length < 0:
+            found.append(index)
+        pos = end
+    return found

@@ -15,4 +15,14 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(ChronikDataSource)
 
 
-__all__ = ["register"]
+def session(
+    app_name: str = "chronik", master: str | None = None, config: dict[str, str] | None = None
+) -> SparkSession:
+    """A SparkSession with format("chronik") registered; a local one (the default) runs its
+    Python workers with this interpreter. See chronik.spark.builder."""
+    from chronik.spark.builder import session as build
+
+    return build(app_name, master, config)
+
+
+__all__ = ["register", "session"]

@@ -6,6 +6,7 @@ log.retention.hours), then Kafka's documented default.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
@@ -62,6 +63,27 @@ def _policy(v: str) -> bool:
     return bool(parts) and all(p in ("delete", "compact") for p in parts)
 
 
+def _throttled_replicas(v: str) -> bool:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or partition:broker pairs."""
+    return v == "*" or all(re.fullmatch(r"[0-9]+:[0-9]+", p) for p in v.split(",") if p)
+
+
+# Releases a message.format.version may name (Kafka 3.x's MetadataVersion short versions).
+_FORMAT_RELEASES = frozenset(
+    ["0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1"]
+    + [f"2.{n}" for n in range(9)]
+    + [f"3.{n}" for n in range(10)]
+)
+
+
+def _format_version(v: str) -> bool:
+    """Kafka's MetadataVersion.fromVersionString: the first three dotted parts of a 0.x
+    version, the first two of any other, each optionally with an -IVn suffix."""
+    parts = v.split(".")
+    key = ".".join(parts[: 3 if v.startswith("0.") else 2])
+    return re.sub(r"-IV[0-9]+$", "", key) in _FORMAT_RELEASES
+
+
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 
@@ -83,6 +105,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _def("compression.type", TYPE_STRING, "producer", ["compression.type"],
              "Final compression of the topic's batches; producer keeps the producer's codec.",
              _one_of(*_COMPRESSION), "one of " + ", ".join(_COMPRESSION), "compression_type"),
+        _def("follower.replication.throttled.replicas", TYPE_LIST, "", [],
+             "Accepted; a single node replicates nothing.", _throttled_replicas,
+             "* or a list of partition:broker pairs"),
+        _def("leader.replication.throttled.replicas", TYPE_LIST, "", [],
+             "Accepted; a single node replicates nothing.", _throttled_replicas,
+             "* or a list of partition:broker pairs"),
         _def("delete.retention.ms", TYPE_LONG, "86400000", ["log.cleaner.delete.retention.ms"],
              "How long tombstones are kept on compacted topics.",
              _at_least(0), ">= 0", "delete_retention_ms"),
@@ -105,6 +133,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _def("max.message.bytes", TYPE_INT, "1048588", ["message.max.bytes"],
              "Largest record batch the topic accepts.",
              _at_least(0), ">= 0", "max_message_bytes"),
+        _def("message.downconversion.enable", TYPE_BOOLEAN, "true",
+             ["log.message.downconversion.enable"],
+             "Deprecated in Kafka 3.x; accepted and ignored (fetches are never down-converted)."),
+        _def("message.format.version", TYPE_STRING, "3.0-IV1", ["log.message.format.version"],
+             "Deprecated in Kafka 3.x; accepted and ignored: batches are always format v2.",
+             _format_version, "a Kafka version such as 0.10.0 or 3.0-IV1"),
         _def("message.timestamp.after.max.ms", TYPE_LONG, str(LONG_MAX),
              ["log.message.timestamp.after.max.ms"],
              "Accepted; timestamps ahead of the broker clock are not rejected.", _at_least(0),
@@ -112,6 +146,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _def("message.timestamp.before.max.ms", TYPE_LONG, str(LONG_MAX),
              ["log.message.timestamp.before.max.ms"],
              "Accepted; old timestamps are not rejected.", _at_least(0), ">= 0"),
+        _def("message.timestamp.difference.max.ms", TYPE_LONG, str(LONG_MAX),
+             ["log.message.timestamp.difference.max.ms"],
+             "Deprecated in Kafka 3.x; accepted, timestamps are not rejected.", _at_least(0),
+             ">= 0"),
         _def("message.timestamp.type", TYPE_STRING, "CreateTime",
              ["log.message.timestamp.type"],
              "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's.",
@@ -322,6 +360,7 @@ def describe_topic_configs(
             if syn.name in broker:
                 value_set = str(broker[syn.name])
                 synonyms.append(ConfigSynonym(syn.name, value_set, SOURCE_STATIC_BROKER))
-        synonyms.append(ConfigSynonym(d.synonyms[0].name, d.default, SOURCE_DEFAULT))
+        if d.synonyms:  # a config without a broker setting lists no default synonym
+            synonyms.append(ConfigSynonym(d.synonyms[0].name, d.default, SOURCE_DEFAULT))
         entries.append(ConfigEntry(name, value, source, False, False, synonyms, d.type, d.doc))
     return entries

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Runs librdkafka's own integration tests against a fresh chronik broker.
+#
+#   scripts/librdkafka-tests.sh [TESTS_DIR] NNNN [NNNN ...]
+#
+# TESTS_DIR (or $LIBRDKAFKA_TESTS) is an already-built librdkafka tests directory: the one
+# holding test-runner, inside a librdkafka source tree whose src/ and src-cpp/ hold the
+# built libraries. The script starts `chronik serve` on a free loopback port with a data
+# dir of its own, runs `TESTS=NNNN test-runner -p1 -E` for each number, stops the broker
+# and prints one line per test. It exits non-zero if any test failed.
+#
+# Nothing is written into TESTS_DIR: the runner reads its test.conf through
+# RDKAFKA_TEST_CONF and runs in a scratch directory (it drops stats files in its cwd).
+# Environment: PY (python with chronik, default .venv/bin/python), CHRONIK_SERVE_ARGS
+# (extra `chronik serve` arguments, e.g. "--set log.segment.bytes=1048576"), KEEP=1 keeps the
+# scratch directory; the runner's own variables (TEST_KAFKA_VERSION, TEST_DEBUG, ...)
+# pass through.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+
+usage() {
+  echo "usage: $0 [LIBRDKAFKA_TESTS_DIR] NNNN [NNNN ...]" >&2
+  echo "       (or set LIBRDKAFKA_TESTS to the built tests directory)" >&2
+  exit 2
+}
+
+tests_dir=${LIBRDKAFKA_TESTS:-}
+if [ $# -gt 0 ] && [ -d "$1" ]; then
+  tests_dir=$1
+  shift
+fi
+[ -n "$tests_dir" ] && [ $# -gt 0 ] || usage
+tests_dir=$(cd "$tests_dir" && pwd)
+runner=$tests_dir/test-runner
+if [ ! -x "$runner" ]; then
+  echo "$0: no test-runner in $tests_dir (build librdkafka's tests first)" >&2
+  exit 2
+fi
+for n in "$@"; do
+  [[ $n =~ ^[0-9]{4}$ ]] || { echo "$0: not a test number: $n" >&2; usage; }
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/chronik-rdk.XXXXXX")
+broker_pid=""
+stop_broker() {
+  if [ -n "$broker_pid" ] && kill -0 "$broker_pid" 2>/dev/null; then
+    kill -TERM "$broker_pid"
+    for _ in $(seq 1 100); do
+      kill -0 "$broker_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$broker_pid" 2>/dev/null && kill -KILL "$broker_pid"
+    wait "$broker_pid" 2>/dev/null
+  fi
+  broker_pid=""
+}
+cleanup() {
+  stop_broker
+  if [ "${KEEP:-0}" = 1 ] || [ "${failed:-0}" -gt 0 ]; then
+    echo "logs kept in $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck disable=SC2086  # CHRONIK_SERVE_ARGS is a list of arguments
+# num.partitions=4 is what librdkafka's own test cluster (trivup) auto-creates topics with.
+"$PY" -m chronik serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
+  --set num.partitions=4 ${CHRONIK_SERVE_ARGS:-} >"$work/broker.log" 2>&1 &
+broker_pid=$!
+ready=0
+for _ in $(seq 1 100); do
+  if ! kill -0 "$broker_pid" 2>/dev/null; then break; fi
+  if "$PY" -c "import socket, sys; socket.create_connection(('127.0.0.1', $port), 0.2)" \
+      2>/dev/null; then
+    ready=1
+    break
+  fi
+  sleep 0.1
+done
+if [ "$ready" != 1 ]; then
+  failed=1
+  echo "$0: chronik did not start; its log:" >&2
+  tail -n 20 "$work/broker.log" >&2
+  exit 1
+fi
+echo "chronik on 127.0.0.1:$port (data and logs in $work)"
+
+printf 'bootstrap.servers=127.0.0.1:%s\n' "$port" >"$work/test.conf"
+mkdir -p "$work/run"
+export RDKAFKA_TEST_CONF=$work/test.conf
+# The runner must load the librdkafka it was built with, not a system copy.
+export LD_LIBRARY_PATH=$tests_dir/../src:$tests_dir/../src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+failed=0
+summary=()
+for n in "$@"; do
+  log=$work/$n.log
+  start=$(date +%s)
+  (cd "$work/run" && TESTS=$n "$runner" -p1 -E) >"$log" 2>&1
+  rc=$?
+  secs=$(($(date +%s) - start))
+  if [ $rc = 0 ]; then
+    summary+=("$n PASS (${secs}s)")
+  else
+    failed=$((failed + 1))
+    summary+=("$n FAIL (exit $rc, ${secs}s, log $log)")
+    echo "--- $n failed; the end of its log:"
+    grep -E "FAIL|Assert|assert" "$log" | tail -n 15
+  fi
+  echo "${summary[-1]}"
+done
+
+stop_broker
+echo "=== librdkafka tests against chronik"
+printf '%s\n' "${summary[@]}"
+[ "$failed" = 0 ]
