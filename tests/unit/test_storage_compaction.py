@@ -9,7 +9,12 @@ from test_storage_support import NOW, all_records, append, open_log, small_confi
 from chronik.records import compression
 from chronik.records.batch import read_header
 from chronik.records.builder import Record, build_batch
-from chronik.storage.compaction import clean_segment, finish_interrupted_swaps, latest_offsets
+from chronik.storage.compaction import (
+    clean_segment,
+    commit_swap,
+    finish_interrupted_swaps,
+    latest_offsets,
+)
 
 HC = [HealthCheck.function_scoped_fixture]
 
@@ -94,7 +99,8 @@ def test_interrupted_swap_is_finished_or_dropped_at_open(tmp_path, committed):
         append(log, keyed(b"k", b"%d" % i * 30))
     seg = log.segments[0]
     latest = latest_offsets(log.segments[:-1])
-    assert clean_segment(seg, latest, NOW, 10**9) > 0  # .swap files written, not yet used
+    assert clean_segment(seg, latest, NOW, 10**9) > 0
+    commit_swap(path, seg.base_offset)  # .swap files written, not yet used
     if not committed:
         (path / (seg.log_path.name + ".swap")).unlink()
     for s in log.segments:

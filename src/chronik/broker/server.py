@@ -25,6 +25,7 @@ from chronik.broker.connection import Connection
 from chronik.broker.metrics import Metrics
 from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.storage.catalog import Catalog
+from chronik.storage.compaction import CompactionJob
 from chronik.storage.file_cache import FILES
 from chronik.storage.group_commit import GroupCommitter
 
@@ -74,6 +75,8 @@ class Broker:
         self._connections: set[Connection] = set()
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._compaction: CompactionJob | None = None  # the pass on a worker thread, if any
+        self._stopping = False
         self.started = asyncio.Event()
 
     @staticmethod
@@ -123,6 +126,11 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, flush, close."""
+        # A compaction pass stops at its next batch; cancelling the retention task below
+        # waits for its worker, so nothing writes once the logs are closed.
+        self._stopping = True
+        if self._compaction is not None:
+            self._compaction.stop()
         if self._server is not None:
             self._server.close()
         if self.coordinator is not None:
@@ -157,20 +165,43 @@ class Broker:
     async def _retention_loop(self) -> None:
         """Delete what retention lets go, and compact compact-policy logs."""
         interval = max(self.config.retention_check_interval_ms, 100) / 1000
-        while True:
+        while not self._stopping:
             await asyncio.sleep(interval)
             now = self.now_ms()
             for topic in list(self.catalog.topics.values()):
                 for partition_log in topic.partitions:
+                    if self._stopping:
+                        return
+                    if partition_log.closed:  # deleted while an earlier pass ran
+                        continue
                     try:
                         partition_log.apply_retention(now)
                         job = partition_log.compaction_job(now)
                         if job is not None:
-                            # Rewriting segments is file I/O: off the loop, so serving goes on.
-                            await asyncio.get_running_loop().run_in_executor(None, job.run)
-                            job.install()
+                            await self._compact(job)
                     except Exception:
                         log.exception("retention failed for %s", topic.name)
+
+    async def _compact(self, job: CompactionJob) -> None:
+        """Rewriting segments is file I/O: off the loop, so serving goes on. The job is
+        installed (or cleaned up) here, on the loop, once its worker is done, even when
+        the task is cancelled (shutdown) while it runs."""
+        self._compaction = job
+        worker = asyncio.get_running_loop().run_in_executor(None, job.run)
+        try:
+            try:
+                await asyncio.shield(worker)
+            except asyncio.CancelledError:
+                job.stop()
+                await worker
+                try:
+                    job.install()
+                except Exception:
+                    log.exception("compaction failed for %s", job.log.name)
+                raise
+            job.install()
+        finally:
+            self._compaction = None
 
     async def _flush_loop(self) -> None:
         """fsync logs whose data has been unflushed longer than their flush.ms."""

@@ -4,8 +4,12 @@
 #                             "configs": {topic config overrides}}, replaced atomically
 #                             (write tmp, fsync, rename, fsync dir)
 # The .meta file is the truth: a partition directory without one (a deletion cut short
-# by a crash, or a creation) is removed at load. New partitions are opened first and the
-# .meta file written last, so a topic or a partition count appears whole or not at all.
+# by a crash, or a creation) is removed at load, if it holds only files chronik writes
+# there (segments, indexes, snapshots and their temporary .cleaned/.swap/.tmp copies), as
+# is every {topic}-{partition}.{32 hex digits}-delete directory a deletion left
+# (PartitionLog.delete). New partitions are opened first and the .meta file written last,
+# so a topic or a partition count appears whole or not at all. Deleting a topic removes
+# its .meta file first (then fsyncs .meta), then its partitions.
 from __future__ import annotations
 
 import json
@@ -27,7 +31,7 @@ from chronik.storage.errors import (
     TopicExists,
     UnknownTopicOrPartition,
 )
-from chronik.storage.partition_log import PartitionLog
+from chronik.storage.partition_log import DELETE_SUFFIX, PartitionLog
 
 _log = logging.getLogger("chronik.storage")
 
@@ -38,6 +42,12 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 # Kafka's internal topics, which the broker creates for itself: never refused for the
 # partition limit, or the groups of a full broker would stop working.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_DELETED_DIR = re.compile(r"^.+\.[0-9a-f]{32}" + re.escape(DELETE_SUFFIX) + "$")
+# The files a partition directory may hold, temporaries included.
+_LOG_FILE = re.compile(
+    r"^(\d{20}\.(log|index|timeindex|snapshot)(\.cleaned|\.swap|\.tmp)?"
+    r"|log-start-offset(\.tmp)?|\.clean-shutdown)$"
+)
 
 
 def validate_topic_name(name: str) -> None:
@@ -131,14 +141,18 @@ class Catalog:
 
     def _remove_orphans(self) -> None:
         for entry in self.data_dir.iterdir():
+            if not entry.is_dir():
+                continue
+            if _DELETED_DIR.match(entry.name):
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
             m = _PARTITION_DIR.match(entry.name)
-            if not m or not entry.is_dir():
+            if not m:
                 continue
             topic = self.topics.get(m.group(1))
-            if topic is None or int(m.group(2)) >= len(topic.partitions):
-                looks_like_log = any(entry.glob("*.log")) or not any(entry.iterdir())
-                if looks_like_log:
-                    shutil.rmtree(entry, ignore_errors=True)
+            orphan = topic is None or int(m.group(2)) >= len(topic.partitions)
+            if orphan and all(_LOG_FILE.match(f.name) for f in entry.iterdir()):
+                shutil.rmtree(entry, ignore_errors=True)
 
     def close(self) -> None:
         """Close every partition; those that could not finish cleanly (full disk, I/O

@@ -3,8 +3,17 @@
 #     {base:020d}.log / .index / .timeindex   segments, ascending base offsets
 #     {offset:020d}.snapshot                  producer state (chronik.storage.producer_state)
 #     log-start-offset                        decimal log start offset, when DeleteRecords
-#                                             moved it inside the first segment
+#                                             moved it inside the first segment; replaced
+#                                             by tmp + fsync + rename + directory fsync, so
+#                                             a DeleteRecords answered is never forgotten
 #     .clean-shutdown                         present only between close() and open()
+#     *.cleaned, *.swap                       a compaction pass (chronik.storage.compaction)
+#
+# A new partition directory, its first segment included, is fsynced into its parent
+# before anything is appended. Deleting a partition renames its directory to
+# {topic}-{partition}.{32 hex digits}-delete (as Kafka does), fsyncs the parent, then
+# removes it; a compaction pass still writing into it defers the removal to its end.
+# Load removes any such directory a crash left.
 #
 # Recovery at open: closed segments and their indexes are trusted (an index is rebuilt
 # only if missing or of a torn size). Unless the clean-shutdown marker is present, the
@@ -26,6 +35,7 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -51,6 +61,8 @@ log = logging.getLogger("chronik.storage")
 
 CLEAN_SHUTDOWN = ".clean-shutdown"
 LOG_START_FILE = "log-start-offset"
+DELETE_SUFFIX = "-delete"
+_MAX_NAME = 255
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _READ_HINTS = 16
 
@@ -101,11 +113,19 @@ class PartitionLog:
         self.closed = False
         self._write_failure: str | None = None  # why the last write failed, until one works
         self.offline: str | None = None  # why an fsync failed: no writes until restart
+        self.deleted = False
+        # Bumped before segments leave the log (DeleteRecords, retention, close): a
+        # compaction pass reading them on a worker thread sees it and stops.
+        self.segment_drops = 0
+        self.compaction_failure: str | None = None  # logged once, until a pass succeeds
+        self._holders = 0  # compaction passes writing into the directory
+        self._doomed: Path | None = None  # the renamed directory they keep from removal
 
     # -- open / close ---------------------------------------------------------------------
     @classmethod
     def open(cls, directory: Path, config: LogConfig, now_ms: int | None = None) -> PartitionLog:
         now_ms = _now_ms() if now_ms is None else now_ms
+        created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, config)
         marker = directory / CLEAN_SHUTDOWN
@@ -121,6 +141,11 @@ class PartitionLog:
             seg = LogSegment.create(directory, 0, interval, now_ms)
             log._set_segments([seg])
             log._end_offset = 0
+            # acks=all fsyncs only the segment's data: its name, and the directory's,
+            # must be on disk before the first append is answered.
+            _fsync_dir(directory)
+            if created:
+                _fsync_dir(directory.parent)
         else:
             closed = [LogSegment.open_closed(directory, b, interval) for b in bases[:-1]]
             active, next_offset, truncated = LogSegment.open_active(
@@ -184,6 +209,7 @@ class PartitionLog:
                 self.producer_state.delete_snapshots_below(self._end_offset)
             except OSError as exc:
                 problem = _reason(exc)
+        self.segment_drops += 1
         for seg in self.segments:
             try:
                 seg.close()
@@ -203,11 +229,40 @@ class PartitionLog:
         return problem
 
     def delete(self) -> None:
+        """Close and remove the partition: its directory is first renamed away, so a
+        partition of the same name may be created at once, and what is still writing
+        into the old one (a compaction pass) cannot touch it."""
+        self.segment_drops += 1
         if not self.closed:
             for seg in self.segments:
                 seg.close()
             self.closed = True
-        shutil.rmtree(self.directory, ignore_errors=True)
+        self.deleted = True
+        suffix = f".{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        doomed = self.directory.with_name(self.directory.name[: _MAX_NAME - len(suffix)] + suffix)
+        try:
+            os.rename(self.directory, doomed)
+            _fsync_dir(self.directory.parent)
+        except FileNotFoundError:
+            return
+        except OSError:
+            if not doomed.exists():
+                shutil.rmtree(self.directory, ignore_errors=True)
+                return
+        if self._holders:
+            self._doomed = doomed
+        else:
+            shutil.rmtree(doomed, ignore_errors=True)
+
+    def hold(self) -> None:
+        """A compaction pass writes into this log's directory until ``release``."""
+        self._holders += 1
+
+    def release(self) -> None:
+        self._holders -= 1
+        if not self._holders and self._doomed is not None:
+            shutil.rmtree(self._doomed, ignore_errors=True)
+            self._doomed = None
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -340,6 +395,13 @@ class PartitionLog:
         old.seal()
         seg = LogSegment.create(self.directory, self._end_offset, self.config.index_interval_bytes,
                                 now_ms)
+        # The producer state snapshot is written first so that one directory fsync makes
+        # both names durable.
+        snapshot_error: OSError | None = None
+        try:
+            self.producer_state.take_snapshot(self._end_offset)
+        except OSError as exc:
+            snapshot_error = exc
         try:
             _fsync_dir(self.directory)
         except OSError:
@@ -353,7 +415,8 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
         try:
-            self.producer_state.take_snapshot(self._end_offset)
+            if snapshot_error is not None:
+                raise snapshot_error
             self.producer_state.delete_snapshots_below(self._end_offset)
         except OSError as exc:
             # Only a shortcut for recovery, which replays from an older snapshot instead.
@@ -573,6 +636,7 @@ class PartitionLog:
         return doomed
 
     def _delete_oldest(self, count: int) -> None:
+        self.segment_drops += 1
         gone = self.segments[:count]
         self._set_segments(self.segments[count:])
         new_start = self._bases[0]
@@ -621,6 +685,7 @@ class PartitionLog:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
+            _fsync_dir(self.directory)
         except OSError:
             tmp.unlink(missing_ok=True)
             raise
@@ -640,10 +705,14 @@ class PartitionLog:
         """A compaction to run (``job.run()`` on a worker thread, then ``job.install()``
         here), or None when segments have not rolled since the last one or the cleaner
         settings say it is not due yet."""
-        if not self.config.compact or self.active.base_offset <= self._compacted_through:
+        if (
+            self.closed
+            or not self.config.compact
+            or self.active.base_offset <= self._compacted_through
+        ):
             return None
         job = CompactionJob(self, now_ms)
-        return job if job.due(self._compacted_through) else None
+        return job.pin() if job.due(self._compacted_through) else None
 
     def compacted_through(self, offset: int) -> None:
         self._compacted_through = max(self._compacted_through, offset)

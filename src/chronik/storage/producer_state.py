@@ -10,7 +10,11 @@
 #     producer_id int64, epoch int16, last_timestamp int64, batches int8,
 #     batches x (first_seq int32, last_seq int32, first_offset int64,
 #                last_offset int64, timestamp int64)
-# Written with tmp + fsync + rename, so a snapshot file is whole or absent.
+# Written with tmp + fsync + rename, so a snapshot file is whole or absent. The directory
+# is fsynced by the caller, the roll or clean close that takes the snapshot, with the other
+# names it makes durable. A snapshot lost to a crash before that costs only time: recovery
+# replays the log from an older one (one below any offset is always kept) or from the
+# start of the log.
 from __future__ import annotations
 
 import os
