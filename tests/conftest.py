@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,8 +41,14 @@ def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | Non
 class BrokerProcess:
     """`python -m chronik serve` on a fixed data dir and port, restartable."""
 
-    def __init__(self, data_dir: Path, config: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        config: Mapping[str, str] | None = None,
+        preexec: Callable[[], None] | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.preexec = preexec  # runs in the child before exec, e.g. to set rlimits
         self.port = free_port()
         self.config = dict(config or {})
         self.proc: subprocess.Popen[bytes] | None = None
@@ -66,7 +72,9 @@ class BrokerProcess:
         for key, value in self.config.items():
             cmd += ["--set", f"{key}={value}"]
         log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec
+        )
         log.close()
         wait_for_port(self.port, proc=self.proc)
         return self
