@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from chronik.protocol.framing import write_uvarint
-
 from conftest import BrokerProcess
+
 from .helpers import (
     assert_round_trip,
     confluent_produce,
