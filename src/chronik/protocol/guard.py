@@ -62,12 +62,12 @@ Walker = Callable[[bytes, int, int], int]
 
 def check(cls: type, buf: bytes, offset: int) -> None:
     """Raise MalformedRequest unless the body of `buf` from `offset` fits `cls`."""
-    walk = walker(cls)
+    end = len(buf)
     try:
-        pos = walk(buf, offset, len(buf))
+        pos = walker(cls)(buf, offset, end)
     except (IndexError, struct.error):
-        raise MalformedRequest(f"{cls.__name__}: request ends inside a field") from None
-    if pos > len(buf):
+        pos = end + 1
+    if pos > end:
         raise MalformedRequest(f"{cls.__name__}: request ends inside a field")
 
 
@@ -152,13 +152,16 @@ def _shape(field: dataclasses.Field[Any]) -> _Shape:
 
 
 class _Compiler:
-    """Generates one walker function per struct class, sharing a namespace."""
+    """Generates the walker of one request class as Python source.
+
+    Nested structs are written out inline, loops included, rather than called:
+    a call per array item would cost more than the walk itself. Reusing the names
+    `n` and `count` at every level is safe: a loop's range is fixed when it starts.
+    """
 
     def __init__(self) -> None:
-        self.names: dict[type, str] = {}
-        self.minimum: dict[type, int] = {}
-        self.fixed: dict[type, int | None] = {}
-        self.sources: list[str] = []
+        self.layouts: dict[type, tuple[int, int | None]] = {}
+        self.tables: dict[type, str] = {}
         self.env: dict[str, Any] = {
             "_uvarint": _uvarint,
             "_tags": _tags,
@@ -171,64 +174,70 @@ class _Compiler:
         }
         self.counter = 0
 
-    def struct(self, cls: type) -> str:
-        if cls in self.names:
-            return self.names[cls]
-        self.counter += 1
-        name = f"_walk_{self.counter}_{cls.__name__}"
-        self.names[cls] = name
-        flexible = bool(cls.__flexible__)  # type: ignore[attr-defined]
-        fields = dataclasses.fields(cls)
-        body: list[str] = []
-        pending = 0
-        minimum = 0
-        fixed_only = True
-        tagged: list[tuple[int, dataclasses.Field[Any]]] = []
-        for field in fields:
-            if "tag" in field.metadata:
-                tagged.append((int(field.metadata["tag"]), field))
-                continue
-            shape = _shape(field)
-            path = f"{cls.__name__}.{field.name}"
-            size = self._fixed_size(shape, flexible)
-            if size is not None:
-                pending += size
-                minimum += size
-                continue
-            fixed_only = False
-            if pending:
-                body.append(f"pos += {pending}")
-                pending = 0
-            lines, least = self._field(shape, flexible, path)
-            body.extend(lines)
-            minimum += least
-        if pending:
-            body.append(f"pos += {pending}")
-        if flexible:
-            fixed_only = False
-            minimum += 1
-            body.extend(self._tag_section(cls, tagged))
-        self.minimum[cls] = minimum
-        self.fixed[cls] = minimum if fixed_only else None
-        self.sources.append(self._function(name, body))
-        return name
+    def layout(self, cls: type) -> tuple[int, int | None]:
+        """(fewest bytes a `cls` can take, its size if every one takes that many)."""
+        if cls not in self.layouts:
+            flexible = bool(cls.__flexible__)  # type: ignore[attr-defined]
+            least, fixed_only = 1 if flexible else 0, not flexible
+            for field in dataclasses.fields(cls):
+                if "tag" in field.metadata:
+                    continue
+                shape = _shape(field)
+                size = self._fixed_size(shape)
+                if size is not None:
+                    least += size
+                    continue
+                fixed_only = False
+                if shape.array or shape.kind == "bytes" or shape.kind == "records":
+                    least += 1 if flexible else 4
+                elif shape.kind == "string":
+                    least += 1 if flexible else 2
+                elif shape.nullable:
+                    least += 1  # the presence marker
+                else:
+                    assert shape.struct is not None
+                    least += self.layout(shape.struct)[0]
+            self.layouts[cls] = (least, least if fixed_only else None)
+        return self.layouts[cls]
 
-    def _fixed_size(self, shape: _Shape, flexible: bool) -> int | None:
+    def _fixed_size(self, shape: _Shape) -> int | None:
         if shape.array:
             return None
         if shape.kind in FIXED:
             return FIXED[shape.kind]
         if shape.kind == "struct" and not shape.nullable:
             assert shape.struct is not None
-            self.struct(shape.struct)
-            return self.fixed[shape.struct]
+            return self.layout(shape.struct)[1]
         return None
 
-    def _field(self, shape: _Shape, flexible: bool, path: str) -> tuple[list[str], int]:
+    def body(self, cls: type) -> list[str]:
+        flexible = bool(cls.__flexible__)  # type: ignore[attr-defined]
+        lines: list[str] = []
+        pending = 0
+        tagged: list[tuple[int, dataclasses.Field[Any]]] = []
+        for field in dataclasses.fields(cls):
+            if "tag" in field.metadata:
+                tagged.append((int(field.metadata["tag"]), field))
+                continue
+            shape = _shape(field)
+            size = self._fixed_size(shape)
+            if size is not None:
+                pending += size
+                continue
+            if pending:
+                lines.append(f"pos += {pending}")
+                pending = 0
+            lines.extend(self._field(shape, flexible, f"{cls.__name__}.{field.name}"))
+        if pending:
+            lines.append(f"pos += {pending}")
+        if flexible:
+            lines.extend(self._tag_section(cls, tagged))
+        return lines
+
+    def _field(self, shape: _Shape, flexible: bool, path: str) -> list[str]:
         if not shape.array:
             return self._single(shape.kind, shape.struct, shape.nullable, flexible, path)
         lines = self._length("count", flexible, shape.nullable, path, array=True)
-        least = 1 if flexible else 4
         item_lines, item_min, item_fixed = self._item(shape, flexible, f"{path}[]")
         check = [
             f"if count * {max(item_min, 1)} > end - pos:",
@@ -243,7 +252,7 @@ class _Compiler:
             lines.extend("    " + x for x in step)
         else:
             lines.extend(step)
-        return lines, least
+        return lines
 
     def _item(self, shape: _Shape, flexible: bool, path: str) -> tuple[list[str], int, int | None]:
         if shape.kind in FIXED:
@@ -251,29 +260,22 @@ class _Compiler:
             return [], size, size
         if shape.kind == "struct":
             assert shape.struct is not None
-            name = self.struct(shape.struct)
-            return (
-                [f"pos = {name}(buf, pos, end)"],
-                self.minimum[shape.struct],
-                self.fixed[shape.struct],
-            )
-        lines, least = self._single(shape.kind, None, shape.item_nullable, flexible, path)
-        return lines, least, None
+            least, fixed = self.layout(shape.struct)
+            return self.body(shape.struct), least, fixed
+        lines = self._single(shape.kind, None, shape.item_nullable, flexible, path)
+        return lines, (1 if flexible else 2 if shape.kind == "string" else 4), None
 
     def _single(
         self, kind: str, struct_cls: type | None, nullable: bool, flexible: bool, path: str
-    ) -> tuple[list[str], int]:
+    ) -> list[str]:
         if kind == "struct":
             assert struct_cls is not None
-            name = self.struct(struct_cls)
             if not nullable:
-                return [f"pos = {name}(buf, pos, end)"], self.minimum[struct_cls]
-            return [
-                "marker = buf[pos]",
-                "pos += 1",
-                "if marker < 128:",
-                f"    pos = {name}(buf, pos, end)",
-            ], 1
+                return self.body(struct_cls)
+            inner = self.body(struct_cls)
+            return ["marker = buf[pos]", "pos += 1", "if marker < 128:"] + [
+                "    " + x for x in inner or ["pass"]
+            ]
         wide = 2 if kind == "string" else 4
         lines = self._length("n", flexible, nullable, path, array=False, wide=wide)
         lines += [
@@ -281,7 +283,7 @@ class _Compiler:
             "if pos > end:",
             f"    raise _past_end({path!r}, n)",
         ]
-        return lines, 1 if flexible else wide
+        return lines
 
     def _length(
         self, var: str, flexible: bool, nullable: bool, path: str, array: bool, wide: int = 4
@@ -314,11 +316,11 @@ class _Compiler:
     def _tag_section(
         self, cls: type, tagged: list[tuple[int, dataclasses.Field[Any]]]
     ) -> list[str]:
-        table = f"_tags_of_{self.names[cls]}"
-        known: dict[int, Walker] = {}
-        for tag, field in tagged:
-            known[tag] = self._tag_walker(cls, field)
-        self.env[table] = known
+        table = self.tables.get(cls)
+        if table is None:
+            self.counter += 1
+            table = self.tables[cls] = f"_tags_{self.counter}_{cls.__name__}"
+            self.env[table] = {tag: self._tag_walker(cls, field) for tag, field in tagged}
         return [
             "if buf[pos] == 0:",
             "    pos += 1",
@@ -328,38 +330,32 @@ class _Compiler:
 
     def _tag_walker(self, cls: type, field: dataclasses.Field[Any]) -> Walker:
         shape = _shape(field)
-        path = f"{cls.__name__}.{field.name}"
-        size = self._fixed_size(shape, True)
+        size = self._fixed_size(shape)
         if size is not None:
             body = [f"pos += {size}"]
         else:
-            body, _ = self._field(shape, True, path)
+            body = self._field(shape, True, f"{cls.__name__}.{field.name}")
         self.counter += 1
-        name = f"_tag_{self.counter}_{cls.__name__}_{field.name}"
-        source = self._function(name, body)
-        exec(source, self.env)  # noqa: S102 - source generated above from the schema
+        return self.define(f"_tag_{self.counter}_{cls.__name__}_{field.name}", body)
+
+    def define(self, name: str, body: list[str]) -> Walker:
+        exec(self.source(name, body), self.env)  # noqa: S102 - generated from the schema
         return self.env[name]  # type: ignore[no-any-return]
 
     @staticmethod
-    def _function(name: str, body: list[str]) -> str:
+    def source(name: str, body: list[str]) -> str:
         lines = [f"def {name}(buf, pos, end):", *("    " + x for x in body), "    return pos"]
         return "\n".join(lines) + "\n"
-
-    def build(self, cls: type) -> Walker:
-        name = self.struct(cls)
-        # Every function is defined before any runs, so their order does not matter.
-        exec("\n".join(self.sources), self.env)  # noqa: S102 - source generated from the schema
-        return self.env[name]  # type: ignore[no-any-return]
 
 
 @cache
 def walker(cls: type) -> Walker:
     """The body walker of a request class: (buf, pos, end) -> pos after the body."""
-    return _Compiler().build(cls)
+    compiler = _Compiler()
+    return compiler.define(f"_walk_{cls.__name__}", compiler.body(cls))
 
 
 def source(cls: type) -> str:
     """The generated walker source of `cls`, for reading when a walk surprises."""
     compiler = _Compiler()
-    compiler.struct(cls)
-    return "\n".join(compiler.sources)
+    return compiler.source(f"_walk_{cls.__name__}", compiler.body(cls))
