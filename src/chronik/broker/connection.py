@@ -10,7 +10,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from chronik.broker.context import RequestContext
-from chronik.protocol import compat
+from chronik.protocol import compat, guard
 from chronik.protocol.framing import (
     SIZE,
     MalformedRequest,
@@ -146,6 +146,12 @@ class Connection:
         request_cls = compat.request_class(api_key, api_version)
         flexible = request_cls.__flexible__
         header = parse_header(data, flexible)
+        # kio sizes arrays from the wire before reading them: a lying length must be
+        # refused here, where it costs a log line, not in kio, where it aborts the process.
+        try:
+            guard.check(request_cls, data, header.body_offset)
+        except MalformedRequest as exc:
+            raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
         try:
             request, _ = compat.decode(request_cls, data, header.body_offset)
         except Exception as exc:

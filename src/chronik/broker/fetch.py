@@ -14,7 +14,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import topic_by_id
 from chronik.protocol import errors
-from chronik.protocol.compat import millis
+from chronik.protocol.compat import ZERO_UUID, millis
 from chronik.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 
 API_KEY = 1
@@ -24,8 +24,10 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 
 def _resolve(ctx: RequestContext, fetch_topic: Any) -> tuple[Any, str, Any]:
     if ctx.api_version >= 13:
-        topic = topic_by_id(ctx.broker, fetch_topic.topic_id)
-        return topic, (topic.name if topic else ""), fetch_topic.topic_id
+        # kio reads the all-zero id as None; it names no topic and is answered as such.
+        topic_id = fetch_topic.topic_id or ZERO_UUID
+        topic = topic_by_id(ctx.broker, topic_id)
+        return topic, (topic.name if topic else ""), topic_id
     topic = ctx.broker.catalog.get(fetch_topic.topic)
     return topic, fetch_topic.topic, (topic.topic_id if topic else None)
 

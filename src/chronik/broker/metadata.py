@@ -13,6 +13,14 @@ API_KEY = 3
 VERSIONS = (0, 12)
 # Kafka's "authorized operations not requested" marker.
 OPERATIONS_OMITTED = -(2**31)
+# v10 and v11 carry topic ids and nullable names on the wire, but Kafka serves
+# neither before v12.
+TOPIC_IDS_FROM = 12
+
+
+def _names_by_id(wanted: Any) -> bool:
+    topic_id = getattr(wanted, "topic_id", None)
+    return wanted.name is None or (topic_id is not None and topic_id != ZERO_UUID)
 
 
 def _topic_entry(ctx: RequestContext, topic: Any) -> Any:
@@ -65,10 +73,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         entries = [
             _topic_entry(ctx, t) for t in sorted(catalog.topics.values(), key=lambda t: t.name)
         ]
+    elif ctx.api_version < TOPIC_IDS_FROM and any(_names_by_id(t) for t in requested):
+        # Kafka refuses such a request as a whole: every topic INVALID_REQUEST, a null
+        # name answered as "" since these versions' responses cannot carry null.
+        entries = [
+            _missing(
+                ctx,
+                wanted.name or "",
+                errors.INVALID_REQUEST,
+                getattr(wanted, "topic_id", None) or ZERO_UUID,
+            )
+            for wanted in requested
+        ]
     else:
         for wanted in requested:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id is None:
+                # Neither a name nor an id: nothing to look up.
+                entries.append(_missing(ctx, None, errors.INVALID_REQUEST))
+                continue
             if name is None and topic_id is not None and topic_id != ZERO_UUID:
                 from chronik.broker.topics import topic_by_id
 
