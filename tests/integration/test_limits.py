@@ -147,6 +147,8 @@ def test_fetch_max_bytes_caps_the_request(broker_factory) -> None:
     with RawClient(embedded.bootstrap) as raw:
         got = _fetch(raw, topic, {0: 0}, 2**31 - 1, 2**31 - 1)
     assert 200_000 < len(got[0]) <= 250_000
+    pool = embedded.broker.memory_pool
+    wait_until(lambda: pool.available == pool.size, "every byte given back to the budget")
 
 
 # -- memory ---------------------------------------------------------------------------
@@ -225,6 +227,26 @@ def test_idle_connection_is_closed_but_not_during_a_long_poll(broker_factory) ->
         assert frame is not None, "a connection in a long poll was closed as idle"
         assert time.monotonic() - started >= 1.9
         assert _api_versions_ok(polling)
+
+
+def test_a_client_that_stops_reading_is_closed_when_idle_and_its_memory_freed(
+    broker_factory,
+) -> None:
+    embedded = broker_factory({"connections.max.idle.ms": "500"})
+    topic = topic_name("stuck")
+    create_topic(embedded.bootstrap, topic)
+    _produce_batches(embedded.bootstrap, topic, 0, [900_000] * 4)
+    broker = embedded.broker
+    pool = broker.memory_pool
+    stuck = socket.create_connection(("127.0.0.1", embedded.port))
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        stuck.sendall(encode_request(_fetch_request(topic, {0: 0}, 4 * MIB, 4 * MIB)) * 4)
+        wait_until(lambda: pool.available < pool.size, "a response held for the stuck client")
+        wait_until(lambda: not broker._connections, "the stuck connection closed", timeout=10)
+        wait_until(lambda: pool.available == pool.size, "every byte given back to the budget")
+    finally:
+        stuck.close()
 
 
 # -- connection limits ---------------------------------------------------------------
