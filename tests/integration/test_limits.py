@@ -175,6 +175,20 @@ def test_pipelined_fetches_without_reading_keep_memory_bounded(broker_process_fa
     greedy.close()
 
 
+def test_request_over_socket_request_max_bytes_is_refused_before_its_body(
+    broker_factory, caplog
+) -> None:
+    embedded = broker_factory({"socket.request.max.bytes": "1000"})
+    with caplog.at_level("WARNING", logger="chronik.connection"):
+        with RawClient(embedded.bootstrap) as raw:
+            raw.send_bytes(struct.pack(">i", 100 * MIB))  # the prefix alone: no body comes
+            assert raw.is_closed(timeout=3)
+        with RawClient(embedded.bootstrap) as other:
+            assert _api_versions_ok(other)
+    lines = [r.getMessage() for r in caplog.records if "socket.request.max.bytes" in r.getMessage()]
+    assert len(lines) == 1, lines
+
+
 def _send_partially(port: int, size: int, sent: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port))
     sock.settimeout(3)
