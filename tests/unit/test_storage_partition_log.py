@@ -259,3 +259,16 @@ def test_a_tail_cut_after_a_clean_close_is_still_recovered(tmp_path, cut):
     assert again.end_offset == whole[-1][1].last_offset + 1
     assert append(again, client_batch(1)).base_offset == again.end_offset - 1
     assert [r.offset for r in all_records(again)] == list(range(again.end_offset))
+
+
+def test_read_without_min_one_returns_nothing_when_the_first_batch_does_not_fit(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**6))
+    fill(log, [3, 3, 3])
+    first = log.read(0, 1)
+    assert len(list(iter_batches(first))) == 1  # KIP-74: the first partition may go over
+    assert log.read(0, len(first) - 1, min_one=False) == b""
+    assert log.read(0, 0, min_one=False) == b""
+    assert log.read(0, len(first), min_one=False) == first
+    # Whole batches that fit are still served, and a refused read leaves the next
+    # sequential read where it was.
+    assert log.read(3, len(first) * 2, min_one=False) == log.read(3, len(first) * 2)

@@ -17,6 +17,14 @@ BROKER_DEFAULTS: dict[str, str] = {
     "delete.topic.enable": "true",
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
+    # Kafka's -1 leaves request memory unbounded (its fetch responses are zero-copy
+    # and take none). chronik holds requests and fetch responses in memory, so it
+    # has a budget for both; see README "Limits".
+    "queued.max.request.bytes": "268435456",
+    "fetch.max.bytes": "57671680",
+    "connections.max.idle.ms": "600000",
+    "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",
     "log.retention.check.interval.ms": "300000",
     "log.flush.interval.messages": str(2**63 - 1),
     "offsets.topic.num.partitions": "50",
@@ -87,6 +95,19 @@ def _int(value: str, key: str) -> int:
         raise ConfigError(f"{key} must be an integer, got {value!r}") from None
 
 
+def _per_ip_overrides(value: str) -> dict[str, int]:
+    """Kafka's max.connections.per.ip.overrides: "host:count,host:count"."""
+    overrides: dict[str, int] = {}
+    for item in value.split(","):
+        if not item.strip():
+            continue
+        host, sep, count = item.strip().rpartition(":")
+        if not sep or not host:
+            raise ConfigError(f"max.connections.per.ip.overrides wants host:count, got {item!r}")
+        overrides[host.strip("[]")] = _int(count, "max.connections.per.ip.overrides")
+    return overrides
+
+
 class BrokerConfig:
     """The effective broker settings: Kafka's defaults overlaid with the user's."""
 
@@ -111,6 +132,17 @@ class BrokerConfig:
         self.socket_request_max_bytes = _int(
             self.values["socket.request.max.bytes"], "socket.request.max.bytes"
         )
+        self.queued_max_request_bytes = self._positive_or_unbounded("queued.max.request.bytes")
+        self.fetch_max_bytes = self._at_least("fetch.max.bytes", 1024)
+        self.connections_max_idle_ms = self._at_least("connections.max.idle.ms", -1)
+        self.max_connections_per_ip = self._at_least("max.connections.per.ip", 0)
+        self.max_connections_per_ip_overrides = _per_ip_overrides(
+            self.values["max.connections.per.ip.overrides"]
+        )
+        # Absent: derived from the descriptor limit when the broker starts.
+        self.max_connections: int | None = None
+        if "max.connections" in self.values:
+            self.max_connections = self._at_least("max.connections", 0)
         self.retention_check_interval_ms = _int(
             self.values["log.retention.check.interval.ms"], "log.retention.check.interval.ms"
         )
@@ -122,6 +154,18 @@ class BrokerConfig:
         value = _int(self.values[key], key)
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
+        return value
+
+    def _at_least(self, key: str, low: int) -> int:
+        value = _int(self.values[key], key)
+        if value < low:
+            raise ConfigError(f"{key} must be at least {low}, got {value}")
+        return value
+
+    def _positive_or_unbounded(self, key: str) -> int:
+        value = _int(self.values[key], key)
+        if value == 0 or value < -1:
+            raise ConfigError(f"{key} must be positive, or -1 for no limit, got {value}")
         return value
 
     def get_int(self, key: str) -> int:

@@ -33,21 +33,31 @@ API_VERSIONS_KEY = 18
 # share one group commit.
 MAX_WORKING = 8
 MAX_QUEUED = 32
+BODY_CHUNK = 2**20
 
 
 class Pending:
     """A request between arrival and its response being written."""
 
-    __slots__ = ("api_key", "task", "released")
+    __slots__ = ("api_key", "task", "released", "written", "request_bytes")
 
     def __init__(self, api_key: int) -> None:
         self.api_key = api_key
         self.task: asyncio.Task[list[bytes] | None] | None = None
         self.released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Set once the response is in a transport below its high-water mark (or there
+        # is none): only then may the next request on the connection start, so a
+        # client that does not read holds one response, not one per request.
+        self.written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.request_bytes = 0
 
     def release(self) -> None:
         if not self.released.done():
             self.released.set_result(None)
+
+    def mark_written(self) -> None:
+        if not self.written.done():
+            self.written.set_result(None)
 
 
 class Connection:
@@ -55,6 +65,7 @@ class Connection:
         self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         self.broker = broker
+        self.pool = broker.memory_pool
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
@@ -63,8 +74,20 @@ class Connection:
         self.queue: deque[Pending] = deque()
         self.queued = asyncio.Condition()
         self.closing = False
+        # The socket is closed: requests still queued are not worked on.
+        self.gone = False
         self.reading: asyncio.Task[None] | None = None
         self.done = asyncio.Event()
+        # Cleared while a written response waits for the client to read it: no new
+        # request is read meanwhile (Kafka mutes such a channel).
+        self.writable = asyncio.Event()
+        self.writable.set()
+        # For connections.max.idle.ms: when something last happened, how many
+        # handlers are running, and the unsent bytes seen at the last look.
+        self.active_at = time.monotonic()
+        self.handling = 0
+        self.waiting_for_memory = False
+        self._backlog_seen = 0
 
     async def serve(self) -> None:
         responder = asyncio.create_task(self._respond())
@@ -75,6 +98,16 @@ class Connection:
             pass
         except MalformedRequest as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
+        except Exception as exc:
+            # One line, no traceback: under descriptor starvation even reading the
+            # source lines of a traceback fails.
+            log.error(
+                "closing connection from %s: %s: %s",
+                self.peer,
+                type(exc).__name__,
+                exc,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
         finally:
             async with self.queued:
                 self.closing = True
@@ -84,27 +117,90 @@ class Connection:
             self.writer.close()
             with contextlib.suppress(Exception):
                 await self.writer.wait_closed()
+            self._forget()
             self.done.set()
 
-    async def drain_and_close(self) -> None:
-        """Stop reading new requests; the ones already read are still answered."""
+    async def drain_and_close(self, timeout: float | None = None) -> None:
+        """Stop reading new requests; the ones already read are still answered (within
+        ``timeout`` seconds: a client that does not read its responses is cut off)."""
         self.closing = True
         if self.reading is not None and not self.reading.done():
             self.reading.cancel()
-        await self.done.wait()
+        try:
+            await asyncio.wait_for(self.done.wait(), timeout)
+        except TimeoutError:
+            self.writer.transport.abort()
+            await self.done.wait()
+
+    def idle_seconds(self, now: float) -> float:
+        """How long nothing has happened here: no request read, none being worked on,
+        no byte of a response taken by the client."""
+        if self.handling or self.waiting_for_memory:
+            self.active_at = now
+            return 0.0
+        backlog = self.writer.transport.get_write_buffer_size()
+        if backlog != self._backlog_seen:
+            self._backlog_seen = backlog
+            self.active_at = now
+        return now - self.active_at
+
+    def close_idle(self) -> None:
+        self.closing = True
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():
+            transport.abort()  # the client is not reading: what is buffered cannot go
+        else:
+            transport.close()
+        if self.reading is not None and not self.reading.done():
+            self.reading.cancel()
+
+    def _forget(self) -> None:
+        """The socket is closed: give back the memory still held for its requests, and
+        let requests waiting on earlier responses finish without running."""
+        self.gone = True
+        for pending in self.queue:
+            self._release_request(pending)
+            pending.mark_written()
+
+    def _release_request(self, pending: Pending) -> None:
+        if pending.request_bytes:
+            self.pool.release(pending.request_bytes)
+            pending.request_bytes = 0
 
     async def _read_loop(self) -> None:
         max_size = self.broker.config.socket_request_max_bytes
+        pool = self.pool
         previous: Pending | None = None
         while not self.closing:
+            await self.writable.wait()
             head = await self.reader.readexactly(4)
+            self.active_at = time.monotonic()
             (size,) = SIZE.unpack(head)
-            if size < 8 or size > max_size:
-                raise MalformedRequest(f"request size {size} outside 8..{max_size}")
-            data = await self.reader.readexactly(size)
-            pending = self._start(data, previous)
+            if size > max_size:
+                raise MalformedRequest(
+                    f"request of {size} bytes is larger than socket.request.max.bytes "
+                    f"({max_size})"
+                )
+            if size < 8:
+                raise MalformedRequest(f"request size {size} is shorter than a header")
+            # The body is read only once the budget has room for it: while it has
+            # none, this socket is not read (backpressure, as Kafka's MemoryPool).
+            self.waiting_for_memory = True
+            try:
+                await pool.reserve(size)
+            finally:
+                self.waiting_for_memory = False
+            try:
+                data = await self._read_body(size)
+                pending = self._start(data, previous)
+            except BaseException:
+                pool.release(size)
+                raise
+            del data
             if pending is None:
+                pool.release(size)
                 return
+            pending.request_bytes = size
             previous = pending
             async with self.queued:
                 self.queue.append(pending)
@@ -115,6 +211,20 @@ class Connection:
                 if len(working) < MAX_WORKING:
                     break
                 await asyncio.wait(working, return_when=asyncio.FIRST_COMPLETED)
+
+    async def _read_body(self, size: int) -> bytes:
+        # In pieces, so that a body still arriving counts as activity and one that
+        # stopped arriving does not (connections.max.idle.ms).
+        chunks: list[bytes] = []
+        left = size
+        while left:
+            chunk = await self.reader.read(min(left, BODY_CHUNK))
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"", size)
+            chunks.append(chunk)
+            left -= len(chunk)
+            self.active_at = time.monotonic()
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _start(self, data: bytes, previous: Pending | None) -> Pending | None:
         api_key, api_version, correlation_id = parse_header_prefix(data)
@@ -179,16 +289,27 @@ class Connection:
         pending: Pending,
         flexible: bool,
     ) -> list[bytes] | None:
+        pipelined = getattr(handler, "PIPELINED", False)
         try:
             if previous is not None:
                 await previous.released
+                if not pipelined:
+                    await previous.written
+            if self.gone:
+                return None
+            self.handling += 1
             started = time.perf_counter()
-            if getattr(handler, "PIPELINED", False):
-                response = await handler.handle(ctx, request, pending.release)
-            else:
-                response = await handler.handle(ctx, request)
+            try:
+                if pipelined:
+                    response = await handler.handle(ctx, request, pending.release)
+                else:
+                    response = await handler.handle(ctx, request)
+            finally:
+                self.handling -= 1
+                self.active_at = time.monotonic()
         finally:
             pending.release()
+            self._release_request(pending)
         self.broker.metrics.observe_request(ctx.api_key, time.perf_counter() - started)
         if response is None:
             return None
@@ -216,23 +337,42 @@ class Connection:
                 return
             # Every response already finished goes out in one write and one drain.
             out: list[bytes] = []
+            answered: list[Pending] = []
             async with self.queued:
                 while self.queue and self.queue[0].task is not None and self.queue[0].task.done():
                     task = self.queue[0].task
                     if task.cancelled() or task.exception() is not None:
                         break
-                    self.queue.popleft()
+                    answered.append(self.queue.popleft())
                     parts = task.result()
                     if parts is not None:
                         out.extend(frame(parts))
                 self.queued.notify_all()
-            if out:
-                self.writer.writelines(out)
-                try:
-                    await self.writer.drain()
-                except ConnectionError:
-                    self._abort()
-                    return
+            # A task keeps its result: drop every reference so the bytes go once sent.
+            task = parts = None
+            for done in answered:
+                self._release_request(done)
+                done.task = None
+            try:
+                if out:
+                    size = sum(len(part) for part in out)
+                    # Held until the transport has taken all but its low-water mark.
+                    self.pool.force(size)
+                    self.writable.clear()
+                    try:
+                        self.writer.writelines(out)
+                        del out
+                        await self.writer.drain()
+                    except ConnectionError:
+                        self._abort()
+                        return
+                    finally:
+                        self.pool.release(size)
+                        self.writable.set()
+                    self.active_at = time.monotonic()
+            finally:
+                for done in answered:
+                    done.mark_written()
 
     def _abort(self) -> None:
         self.closing = True

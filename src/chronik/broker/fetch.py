@@ -1,6 +1,9 @@
 """Fetch (API key 1), versions 4-16.
 
-Records are served as the bytes stored in the segment files. A fetch with fewer
+Records are served as the bytes stored in the segment files, whole batches only,
+within the request's max_bytes and the broker's fetch.max.bytes, and within each
+partition's partition_max_bytes; only the first batch of the first partition with
+data may exceed them (KIP-74), so a consumer always progresses. A fetch with fewer
 than min_bytes available waits up to max_wait_ms, woken early by appends.
 Fetch sessions (KIP-227) are not kept: every response carries session id 0,
 which tells clients to send full fetch requests.
@@ -65,9 +68,12 @@ def _read_all(
                 continue
             records = b""
             remaining = budget - total
-            if offset < end and (remaining > 0 or total == 0):
-                limit = max(1, min(fp.partition_max_bytes, remaining))
-                records = plog.read(offset, limit)
+            # KIP-74, as Kafka's ReplicaManager reads: only the first batch of the first
+            # partition with data may go over the request's and the partition's limits.
+            min_one = total == 0
+            if offset < end and (remaining > 0 or min_one):
+                limit = min(fp.partition_max_bytes, remaining)
+                records = plog.read(offset, limit, min_one=min_one)
                 total += len(records)
             parts.append(PartitionResult(index, errors.NONE, end, end, start, records))
         topics.append(TopicResult(name, topic_id, parts))
@@ -83,8 +89,12 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
     broker = ctx.broker
     max_wait = millis(request.max_wait) / 1000
     deadline = time.monotonic() + max_wait
-    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    wanted = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    wanted = min(wanted, broker.config.fetch_max_bytes)
     while True:
+        # What the broker's memory budget has left, so that responses shrink (to one
+        # batch at least) rather than memory growing when many fetches are large.
+        budget = broker.memory_pool.room(wanted)
         topics, total, failed, logs = _read_all(ctx, request, budget)
         remaining = deadline - time.monotonic()
         if (

@@ -3,8 +3,10 @@
 Requests on a connection are answered in the order they arrived. A Produce may
 start while earlier Produces on the same connection still wait for their fsync
 (it is released once its batches are appended), so one pipelining client shares
-group commits; every other request waits until the one before it is done, as
-Kafka serves a connection one request at a time.
+group commits; every other request waits until the one before it is answered
+(its response taken by the socket), as Kafka serves a connection one request at
+a time. Accepting and the connection limits: chronik.broker.listener; the memory
+budget: chronik.broker.memory_pool.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from typing import Any
 from chronik.broker import apis
 from chronik.broker.config import BrokerConfig
 from chronik.broker.connection import Connection
+from chronik.broker.descriptors import default_max_connections, raise_nofile_limit
+from chronik.broker.listener import Listener, bind
+from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
 from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.storage.catalog import Catalog
@@ -31,6 +36,8 @@ from chronik.storage.group_commit import GroupCommitter
 
 log = logging.getLogger("chronik.broker")
 FLUSH_CHECK_SECONDS = 1.0
+# How long a graceful stop waits for a connection to take its last responses.
+STOP_DRAIN_SECONDS = 10.0
 
 
 def _load_cluster_id(data_dir: Path) -> str:
@@ -71,7 +78,8 @@ class Broker:
         self.metrics = Metrics(self)
         self.metrics_listen = metrics_listen
         self.metrics_port: int | None = None
-        self._server: asyncio.Server | None = None
+        self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
+        self._listener: Listener | None = None
         self._connections: set[Connection] = set()
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -90,7 +98,8 @@ class Broker:
         self.cluster_id = _load_cluster_id(self.data_dir)
         for key in self.config.ignored_keys():
             log.warning("config %s is accepted but has no effect on a single-node chronik", key)
-        # Read the descriptor limit now, after anything that raised it at start.
+        # Raised first: the log file cache and max.connections are sized from it.
+        nofile = raise_nofile_limit()
         open_files = FILES.configure(self.config.log_open_files_max)
         log.info("log files keep at most %d descriptors open (log.open.files.max)", open_files)
         self.catalog = Catalog(
@@ -105,13 +114,24 @@ class Broker:
         self.coordinator = _make_coordinator(self)
         if self.coordinator is not None:
             await self.coordinator.start()
-        self._server = await asyncio.start_server(
-            self._on_connection, self.bind_host, self.port, reuse_address=True, limit=2**20
+        max_connections = self.config.max_connections
+        if max_connections is None:
+            max_connections = default_max_connections(nofile)
+            self.config.values["max.connections"] = str(max_connections)
+        sockets = await bind(self.bind_host, self.port)
+        self.port = sockets[0].getsockname()[1]
+        self._listener = Listener(
+            sockets,
+            self._on_connection,
+            max_connections,
+            self.config.max_connections_per_ip,
+            self.config.max_connections_per_ip_overrides,
         )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        self._listener.start()
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
+        if self.config.connections_max_idle_ms > 0:
+            self._tasks.append(asyncio.create_task(self._idle_loop()))
         if self.metrics_listen:
             host, _, port = self.metrics_listen.rpartition(":")
             self.metrics_port = await self.metrics.serve(host or "127.0.0.1", int(port))
@@ -131,13 +151,15 @@ class Broker:
         self._stopping = True
         if self._compaction is not None:
             self._compaction.stop()
-        if self._server is not None:
-            self._server.close()
+        if self._listener is not None:
+            await self._listener.close()
         if self.coordinator is not None:
             # Held JoinGroup/SyncGroup requests are answered NOT_COORDINATOR now
             # rather than when their rebalance would time out.
             self.coordinator.release_waiters()
-        await asyncio.gather(*(c.drain_and_close() for c in list(self._connections)))
+        await asyncio.gather(
+            *(c.drain_and_close(STOP_DRAIN_SECONDS) for c in list(self._connections))
+        )
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -147,9 +169,6 @@ class Broker:
             await self.coordinator.stop()
         await self.metrics.close()
         self.catalog.close()
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
         log.info("chronik broker stopped")
 
     async def _on_connection(
@@ -161,6 +180,19 @@ class Broker:
             await conn.serve()
         finally:
             self._connections.discard(conn)
+
+    async def _idle_loop(self) -> None:
+        """Close connections idle longer than connections.max.idle.ms."""
+        idle = self.config.connections_max_idle_ms / 1000
+        interval = min(max(idle / 4, 0.01), 1.0)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self._connections):
+                if not conn.closing and conn.idle_seconds(now) > idle:
+                    log.debug("closing connection from %s: idle for over %.0f ms",
+                              conn.peer, idle * 1000)
+                    conn.close_idle()
 
     async def _retention_loop(self) -> None:
         """Delete what retention lets go, and compact compact-policy logs."""

@@ -507,9 +507,10 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right(self._bases, offset) - 1)
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole batches from the one holding ``offset``, up to ``max_bytes`` but at least
-        one batch (KIP-74), from a single segment, in one pread."""
+    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes``, from a single
+        segment, in one pread. With ``min_one`` a first batch larger than ``max_bytes``
+        is returned whole (KIP-74); without, nothing is."""
         end = self._end_offset
         if offset == end:
             return b""
@@ -527,6 +528,9 @@ class PartitionLog:
             seg, pos = found
         stop = seg.whole_batches_end(pos, pos + max(max_bytes, 0))
         if stop == pos:
+            if not min_one:
+                self._read_hints[offset] = (seg, pos)
+                return b""
             stop = pos + next(seg.headers_from(pos))[1].size
         if stop + HEADER_SIZE <= seg.size:
             # Read the next batch's header with the data: it names where the next
