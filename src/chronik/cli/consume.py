@@ -26,7 +26,7 @@ from chronik.cli.args import add_bootstrap, non_negative_int, positive_float, po
 from chronik.cli.clients import Cluster
 from chronik.cli.errors import CliError, describe_kafka_error
 from chronik.cli.record_format import JsonFormat, TextFormat
-from chronik.cli.signals import stop_on_sigterm
+from chronik.cli.signals import signals_held, stop_on_sigterm
 
 BATCH = 500
 # How long --timeout waits, on top, for a group to hand out partitions.
@@ -223,20 +223,22 @@ class Printer:
                 if left <= 0:
                     return
                 wait = min(wait, left)
-            printed = 0
-            for msg in self.consumer.consume(num_messages=wanted, timeout=wait):
-                err = msg.error()
-                if err is not None:
-                    self.report(err)
-                    continue
-                out.write(self.formatter.render(msg))
-                printed += 1
-            if printed:
-                # Counted before the flush: a SIGTERM right after the output is
-                # seen must still report these records.
-                self.count += printed
-                self.clock = time.monotonic()
-                out.flush()
+            messages = self.consumer.consume(num_messages=wanted, timeout=wait)
+            # Written, counted and flushed with SIGINT/SIGTERM held: a stop right after
+            # the output is seen (stdout may be unbuffered) must still count it.
+            with signals_held():
+                printed = 0
+                for msg in messages:
+                    err = msg.error()
+                    if err is not None:
+                        self.report(err)
+                        continue
+                    out.write(self.formatter.render(msg))
+                    printed += 1
+                if printed:
+                    self.count += printed
+                    self.clock = time.monotonic()
+                    out.flush()
 
     def report(self, err: KafkaError) -> None:
         """Stop on errors that will not heal; warn once about ones that may."""
