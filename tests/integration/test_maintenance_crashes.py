@@ -2,9 +2,10 @@
 delete/recreate and kill -9 against a real `chronik serve`, checked against a model of
 what was acknowledged after every restart.
 
-Three topics of small segments: ``squash`` (cleanup.policy=compact, compacted whenever a
+Four topics of small segments: ``squash`` (cleanup.policy=compact, compacted whenever a
 segment rolls), ``window`` (cleanup.policy=delete, retention.bytes=4096, so retention
-drops segments every 100 ms) and ``phoenix`` (deleted and recreated under the same name).
+drops segments every 100 ms), ``blend`` (compact,delete, tombstones dropped at once) and
+``phoenix`` (deleted and recreated under the same name).
 Each round starts the broker, checks the model, then runs random operations until a
 timer kills the broker at a random moment (now and then a SIGTERM instead, after which
 no temporary file may remain). An operation in flight at the kill may or may not have
@@ -55,11 +56,12 @@ TOPICS = {
         "retention.bytes": "8192",
         "min.cleanable.dirty.ratio": "0.01",
         "min.compaction.lag.ms": "0",
-        "delete.retention.ms": "86400000",
+        "delete.retention.ms": "0",  # a pass drops the tombstones it reaches
     },
     "phoenix": dict(SMALL),
 }
 KEYS = 40
+TOMBSTONES = {"squash": 0.05, "blend": 0.25}  # the share of records that are tombstones
 TEMPORARY = (".cleaned", ".swap", ".tmp")
 UNKNOWN_TOPIC = 3
 OFFSET_OUT_OF_RANGE = 1
@@ -95,14 +97,29 @@ class Log:
         return "retention.bytes" in TOPICS[self.topic]
 
     @property
+    def drops_tombstones(self) -> bool:
+        return TOPICS[self.topic].get("delete.retention.ms") == "0"
+
+    @property
+    def retention_bytes(self) -> int:
+        return int(TOPICS[self.topic]["retention.bytes"])
+
+    @property
     def end(self) -> int:
         return max(self.known, default=self.floor - 1) + 1
 
 
-def read_partition(raw: RawClient, topic: str) -> tuple[int, int, dict[int, Pair]] | None:
-    """(log start, high watermark, records by offset) of partition 0, fetched raw from the
-    log start; None if the topic does not exist."""
-    offset, records = 0, {}
+@dataclass
+class Seen:
+    start: int  # log start offset
+    high: int  # high watermark
+    records: dict[int, Pair]  # by offset, from the log start
+    batch_bytes: dict[int, int]  # size of each batch, by base offset
+
+
+def read_partition(raw: RawClient, topic: str) -> Seen | None:
+    """Partition 0 as fetched raw from its log start; None if the topic does not exist."""
+    offset, records, sizes = 0, {}, {}
     start = high = 0
     while True:
         request = fetch.FetchRequest(
@@ -127,6 +144,7 @@ def read_partition(raw: RawClient, topic: str) -> tuple[int, int, dict[int, Pair
         if code == OFFSET_OUT_OF_RANGE and offset < int(part.log_start_offset):
             offset = int(part.log_start_offset)  # retention moved it meanwhile
             records = {o: r for o, r in records.items() if o >= offset}
+            sizes.clear()
             continue
         assert code == 0, f"{topic}: fetch at {offset} answered error {code}"
         start, high = int(part.log_start_offset), int(part.high_watermark)
@@ -138,21 +156,29 @@ def read_partition(raw: RawClient, topic: str) -> tuple[int, int, dict[int, Pair
                 if r.offset >= offset:
                     records[r.offset] = (r.key, r.value)
             last = header.base_offset + header.last_offset_delta
+            sizes[header.base_offset] = header.size
         if last < offset or last + 1 >= high:
-            return start, high, {o: r for o, r in records.items() if o >= start}
+            records = {o: r for o, r in records.items() if o >= start}
+            return Seen(start, high, records, {b: n for b, n in sizes.items() if b >= start})
         offset = last + 1
 
 
-def check(log: Log, seen: tuple[int, int, dict[int, Pair]], after: str) -> list[str]:
+def check(log: Log, seen: Seen, after: str) -> list[str]:
     """Compare what a partition holds after a restart with the model; then hold the model
     to what was seen."""
-    start, high, records = seen
+    start, high, records = seen.start, seen.high, seen.records
     where = f"{log.topic} (incarnation {log.incarnation}) {after}"
     bad = []
+    promoted: set[Pair] = set()
     if start < log.floor:
         bad.append(f"{where}: log start {start} went back below {log.floor}")
-    if not log.retained and start > max(log.floor, *log.cuts_in_flight, 0):
-        bad.append(f"{where}: log start {start} moved past every DeleteRecords ({log.floor})")
+    if start > max(log.floor, *log.cuts_in_flight, 0):
+        if not log.retained:
+            bad.append(f"{where}: log start {start} moved past every DeleteRecords")
+        elif not log.compacted and sum(seen.batch_bytes.values()) < log.retention_bytes:
+            # Retention drops a segment only while retention.bytes remain after it.
+            held = sum(seen.batch_bytes.values())
+            bad.append(f"{where}: retention left {held} bytes, under {log.retention_bytes}")
     if high < log.end:
         bad.append(f"{where}: high watermark {high} below acknowledged end {log.end}")
     for offset, pair in records.items():
@@ -161,10 +187,10 @@ def check(log: Log, seen: tuple[int, int, dict[int, Pair]], after: str) -> list[
         elif offset in log.known:
             if log.known[offset] != pair:
                 bad.append(f"{where}: offset {offset} holds {pair}, not {log.known[offset]}")
-        elif pair not in log.maybe:
+        elif pair not in log.maybe or (pair in promoted and pair[1] is not None):
             bad.append(f"{where}: offset {offset} holds {pair}, never sent or sent elsewhere")
         else:
-            log.maybe.discard(pair)
+            promoted.add(pair)
     live = {o: p for o, p in log.known.items() if o >= start}
     if log.compacted:
         latest: dict[bytes, int] = {}
@@ -172,6 +198,18 @@ def check(log: Log, seen: tuple[int, int, dict[int, Pair]], after: str) -> list[
             key = (live.get(offset) or records[offset])[0]
             latest[key] = offset
         missing = [o for o in latest.values() if o not in records]
+        if log.drops_tombstones:
+            # A key's latest record may be gone with a tombstone after it (acknowledged, or
+            # in flight), but then so is every older record of the key: nothing deleted
+            # comes back.
+            present = {key for key, _ in records.values()}
+            for offset in missing[:]:
+                key, value = log.known[offset]
+                if value is None or (key, None) in log.maybe:
+                    missing.remove(offset)
+                    if key in present:
+                        older = [o for o, r in records.items() if r[0] == key]
+                        bad.append(f"{where}: deleted key {key} is back at {older[:3]}")
     else:
         missing = [o for o in live if o not in records]
     for offset in sorted(missing)[:5]:
@@ -261,7 +299,7 @@ class Schedule:
             for _ in range(n):
                 key = b"k%d" % self.rng.randrange(KEYS)
                 value = None
-                if not (log.compacted and self.rng.random() < 0.05):  # a tombstone
+                if self.rng.random() >= TOMBSTONES.get(log.topic, 0):
                     tag = f"{log.topic}.{log.incarnation}.{self.round}.{self.sent}"
                     value = tag.encode() + b"." * 40
                 self.sent += 1
