@@ -23,6 +23,7 @@ import os
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,7 +83,7 @@ class Log:
     # offset -> (key, value): acknowledged, or seen after a restart
     known: dict[int, Pair] = field(default_factory=dict)
     # sent, outcome unknown (in flight at the kill, or failed)
-    maybe: set[Pair] = field(default_factory=set)
+    maybe: Counter[Pair] = field(default_factory=Counter)  # tombstones repeat
     # the log start offset may not go below this (DeleteRecords acknowledged, or seen)
     floor: int = 0
     # targets of DeleteRecords in flight at the kill
@@ -169,7 +170,8 @@ def check(log: Log, seen: Seen, after: str) -> list[str]:
     start, high, records = seen.start, seen.high, seen.records
     where = f"{log.topic} (incarnation {log.incarnation}) {after}"
     bad = []
-    promoted: set[Pair] = set()
+    # tombstones in flight: any of them may have been written, and dropped since
+    unsure = {key for (key, value), n in log.maybe.items() if value is None and n > 0}
     if start < log.floor:
         bad.append(f"{where}: log start {start} went back below {log.floor}")
     if start > max(log.floor, *log.cuts_in_flight, 0):
@@ -187,10 +189,10 @@ def check(log: Log, seen: Seen, after: str) -> list[str]:
         elif offset in log.known:
             if log.known[offset] != pair:
                 bad.append(f"{where}: offset {offset} holds {pair}, not {log.known[offset]}")
-        elif pair not in log.maybe or (pair in promoted and pair[1] is not None):
+        elif log.maybe[pair] <= 0:
             bad.append(f"{where}: offset {offset} holds {pair}, never sent or sent elsewhere")
         else:
-            promoted.add(pair)
+            log.maybe[pair] -= 1
     live = {o: p for o, p in log.known.items() if o >= start}
     if log.compacted:
         latest: dict[bytes, int] = {}
@@ -205,7 +207,7 @@ def check(log: Log, seen: Seen, after: str) -> list[str]:
             present = {key for key, _ in records.values()}
             for offset in missing[:]:
                 key, value = log.known[offset]
-                if value is None or (key, None) in log.maybe:
+                if value is None or key in unsure:
                     missing.remove(offset)
                     if key in present:
                         older = [o for o, r in records.items() if r[0] == key]
@@ -293,7 +295,7 @@ class Schedule:
                     f"{log.known[offset]}, then {pair}"
                 )
             log.known[offset] = pair
-            log.maybe.discard(pair)
+            log.maybe[pair] -= 1
 
         try:
             for _ in range(n):
@@ -303,7 +305,7 @@ class Schedule:
                     tag = f"{log.topic}.{log.incarnation}.{self.round}.{self.sent}"
                     value = tag.encode() + b"." * 40
                 self.sent += 1
-                log.maybe.add((key, value))
+                log.maybe[(key, value)] += 1
                 producer.produce(log.topic, key=key, value=value, on_delivery=delivered)
                 producer.poll(0)
                 if self.killed.is_set():
