@@ -6,11 +6,11 @@ Four topics of small segments: ``squash`` (cleanup.policy=compact, compacted whe
 segment rolls), ``window`` (cleanup.policy=delete, retention.bytes=4096, so retention
 drops segments every 100 ms), ``blend`` (compact,delete, tombstones dropped at once) and
 ``phoenix`` (deleted and recreated under the same name).
-Each round starts the broker, checks the model, then runs random operations until a
-timer kills the broker at a random moment (now and then a SIGTERM instead, after which
-no temporary file may remain). An operation in flight at the kill may or may not have
-happened, and the model allows both; a record seen after a restart is from then on held
-to its offset like an acknowledged one.
+Each round starts the broker, checks the model, then runs random operations until the
+broker is killed at a random moment (now and then a SIGTERM instead, after which no
+temporary file may remain, or a kill -9 while it shuts down). An operation in flight at
+the kill may or may not have happened, and the model allows both; a record seen after a
+restart is from then on held to its offset like an acknowledged one.
 
 CRASH_SEED and CRASH_ROUNDS run other or longer schedules (docs/storage.md).
 """
@@ -21,6 +21,7 @@ import concurrent.futures
 import datetime
 import os
 import random
+import signal
 import threading
 import time
 from collections import Counter
@@ -66,6 +67,8 @@ TOMBSTONES = {"squash": 0.05, "blend": 0.25}  # the share of records that are to
 TEMPORARY = (".cleaned", ".swap", ".tmp")
 UNKNOWN_TOPIC = 3
 OFFSET_OUT_OF_RANGE = 1
+# How a round ends.
+SIGTERM, KILL, TERM_KILL = "SIGTERM", "kill -9", "kill -9 during shutdown"
 
 Pair = tuple[bytes, bytes | None]
 
@@ -384,15 +387,17 @@ class Schedule:
                 at = text.index(bad)
                 self.violations.append(f"broker log {after}: {text[at - 500 : at + 1500]}")
 
-    def run_round(self, clean: bool) -> None:
-        """Operations until the broker is stopped: at a random moment, or as soon as a
-        compaction pass has written a .cleaned file, committed a .swap file or a deleted
-        partition's directory appears (the moment ``stop`` drew), at most 3 s in."""
+    def run_round(self, how: str) -> None:
+        """Operations until the broker is stopped (``how``: SIGTERM, KILL, or TERM_KILL:
+        a kill -9 while it shuts down): at a random moment, or as soon as a compaction
+        pass has written a .cleaned file, committed a .swap file or a deleted partition's
+        directory appears (the moment drawn), at most 3 s in."""
         self.round += 1
         self.killed.clear()
         moment = self.rng.choice(["time", "time", ".cleaned", ".swap", "-delete"])
         deadline = time.monotonic() + (self.rng.uniform(0.3, 2.0) if moment == "time" else 3.0)
         stopped: list[int] = []
+        grace = self.rng.uniform(0, 0.2)
 
         def stop() -> None:
             while time.monotonic() < deadline:
@@ -401,10 +406,14 @@ class Schedule:
                     break
                 time.sleep(0.001)
             self.killed.set()
-            if clean:
+            if how == SIGTERM:
                 stopped.append(self.broker.terminate(timeout=30))
-            else:
-                self.broker.kill()
+                return
+            if how == TERM_KILL:
+                assert self.broker.proc is not None
+                self.broker.proc.send_signal(signal.SIGTERM)
+                time.sleep(grace)
+            self.broker.kill()
 
         stopper = threading.Thread(target=stop)
         stopper.start()
@@ -418,7 +427,7 @@ class Schedule:
         finally:
             stopper.join()
             self.admin = None
-        if clean:
+        if how == SIGTERM:
             assert stopped == [0], f"SIGTERM exit status {stopped}"
             assert temporaries(self.broker.data_dir) == [], "after a clean stop"
 
@@ -462,12 +471,11 @@ def test_random_kills_among_compaction_retention_and_deletes_lose_nothing_acknow
     for name in TOPICS:
         schedule.create(name)
     for round_ in range(ROUNDS):
-        clean = rng.random() < 0.25
-        schedule.run_round(clean)
-        how = "SIGTERM" if clean else "kill -9"
+        how = rng.choices([SIGTERM, KILL, TERM_KILL], weights=[25, 60, 15])[0]
+        schedule.run_round(how)
         schedule.restart(f"after round {round_ + 1} ({how}, seed {SEED})")
         assert not schedule.violations, "\n".join(schedule.violations)
-    schedule.run_round(clean=True)
+    schedule.run_round(SIGTERM)
     schedule.restart(f"after the last clean stop (seed {SEED})")
     assert not schedule.violations, "\n".join(schedule.violations)
     assert not schedule.errors_while_alive, schedule.errors_while_alive[:5]
