@@ -9,6 +9,7 @@ import os
 import resource
 import socket
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -171,7 +172,7 @@ def write_topic_as_left_on_disk(
 def test_reading_thousands_of_segments_and_compacting_them_keeps_descriptors_bounded(
     tmp_path: Path,
 ) -> None:
-    segments = 2_100
+    segments = 5_000
     data_dir = tmp_path / "data"
     write_topic_as_left_on_disk(data_dir, "many", segments, segments, {})
     compacted = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
@@ -180,26 +181,29 @@ def test_reading_thousands_of_segments_and_compacting_them_keeps_descriptors_bou
         data_dir, {"log.retention.check.interval.ms": "200"}, preexec_fn=limit_descriptors
     ).start()
     try:
-        got = read(broker, "many", 0, 0, segments)
-        assert [v for _, v in got] == [b"%06d" % i for i in range(segments)]
-        assert descriptors(broker) <= FD_BOUND
-        assert_accepts_connections(broker)
-
-        # Meanwhile the cleaner, every 200 ms, reads and rewrites the 1,100 segments of
-        # the compacted topic on a worker thread.
-        deadline = time.monotonic() + 60
+        # A consumer reads every one of the 5,000 closed segments from offset 0 while the
+        # cleaner, from its first check on, reads and rewrites the 1,100 segments of the
+        # compacted topic on a worker thread; descriptors are sampled all along.
+        got: list[tuple[int, bytes]] = []
+        reader = threading.Thread(target=lambda: got.extend(read(broker, "many", 0, 0, segments)))
+        reader.start()
+        deadline = time.monotonic() + 90
         peak = 0
         while time.monotonic() < deadline:
             peak = max(peak, descriptors(broker))
-            if not list((data_dir / "squeezed-0").glob("*.swap")) and (
-                "compacted" in broker.log_text() or _compacted(data_dir / "squeezed-0")
+            if (
+                not reader.is_alive()
+                and not list((data_dir / "squeezed-0").glob("*.swap"))
+                and _compacted(data_dir / "squeezed-0")
             ):
                 break
-            time.sleep(0.1)
+            time.sleep(0.05)
+        reader.join()
+        assert [v for _, v in got] == [b"%06d" % i for i in range(segments)]
         assert _compacted(data_dir / "squeezed-0")
         latest = read(broker, "squeezed", 0, 0, 50)
         assert sorted(v for _, v in latest)[-1] == b"%06d" % (1_100 - 1)
-        assert peak <= FD_BOUND and descriptors(broker) <= FD_BOUND
+        assert peak <= FD_BOUND and descriptors(broker) <= FD_BOUND, peak
         assert_accepts_connections(broker)
         assert "retention failed" not in broker.log_text()
         assert "Traceback" not in broker.log_text()
