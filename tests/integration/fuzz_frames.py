@@ -44,6 +44,7 @@ from kio.serial._introspect import (
 from kio.serial._serialize import get_writer
 
 from chronik.protocol import compat
+from chronik.protocol.framing import write_uvarint as uvarint
 from chronik.records.batch import CRC_START
 from chronik.records.builder import Record, build_batch
 
@@ -114,13 +115,6 @@ class _Out:
             self.buf += struct.pack(">h", value)
 
 
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _uvarint_size(buf: bytes | bytearray, offset: int) -> int:

@@ -24,6 +24,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from chronik.protocol.compat import build
+
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # Base of the sample timestamps: a fixed, clearly non-"now" instant (2023-11-14).
 BASE_TS = 1_700_000_000_000
@@ -385,3 +387,21 @@ def assert_stored_with(bootstrap: str, topic: str, partitions: int, codec: str) 
     codecs = {h.attributes & 0x07 for h in stored_batches(bootstrap, topic, partitions)}
     assert CODEC_IDS[codec] in codecs, f"stored codecs {codecs}, produced {codec}"
     assert codecs <= {0, CODEC_IDS[codec]}, f"stored codecs {codecs}, produced {codec}"
+
+
+# Requests of any API and version, built with the broker's own field mapping.
+def req(api_key: int, version: int, /, **fields: object) -> object:
+    return build(request_class(api_key, version), **fields)
+
+
+def nested(api_key: int, version: int, cls_name: str, /, **fields: object) -> object:
+    import importlib
+
+    from kio.index import load_request_schema
+
+    module = importlib.import_module(load_request_schema(api_key, version).__module__)
+    return build(getattr(module, cls_name), **fields)
+
+
+def code(value: object) -> int:
+    return int(getattr(value, "value", value))

@@ -11,9 +11,7 @@ from __future__ import annotations
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from chronik.protocol.compat import build
-
-from .helpers import RawClient, create_topic, request_class, topic_name
+from .helpers import RawClient, code, create_topic, nested, req, topic_name
 
 NONE = 0
 ILLEGAL_GENERATION = 22
@@ -21,23 +19,6 @@ UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V = 5, 5, 4, 8
-
-
-def req(api_key: int, version: int, /, **fields: object) -> object:
-    return build(request_class(api_key, version), **fields)
-
-
-def nested(api_key: int, version: int, cls_name: str, /, **fields: object) -> object:
-    import importlib
-
-    from kio.index import load_request_schema
-
-    module = importlib.import_module(load_request_schema(api_key, version).__module__)
-    return build(getattr(module, cls_name), **fields)
-
-
-def code(value: object) -> int:
-    return int(getattr(value, "value", value))
 
 
 class Member:

@@ -6,32 +6,13 @@ import uuid
 
 import pytest
 
-from chronik.protocol.compat import build
-
-from .helpers import RawClient, create_topic, request_class
+from .helpers import RawClient, code, create_topic, nested, req
 
 NONE = 0
 UNKNOWN_MEMBER_ID = 25
 GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 NON_EMPTY_GROUP = 68
-
-
-def req(api_key: int, version: int, /, **fields: object) -> object:
-    return build(request_class(api_key, version), **fields)
-
-
-def nested(api_key: int, version: int, cls_name: str, /, **fields: object) -> object:
-    import importlib
-
-    from kio.index import load_request_schema
-
-    module = importlib.import_module(load_request_schema(api_key, version).__module__)
-    return build(getattr(module, cls_name), **fields)
-
-
-def code(value: object) -> int:
-    return int(getattr(value, "value", value))
 
 
 @pytest.fixture
