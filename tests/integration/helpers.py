@@ -329,13 +329,13 @@ def confluent_produce(
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-def fetch_raw(raw: RawClient, topic: str, partition: int, offset: int = 0) -> bytes:
-    """The record bytes a Fetch v12 returns for one partition from `offset`."""
+def fetch_request(topic: str, partition: int, offset: int, max_bytes: int = 16 << 20) -> Any:
+    """A Fetch v12 for one partition from `offset`, answered at once."""
     import datetime
 
     from kio.schema.fetch.v12 import request as fetch
 
-    request = fetch.FetchRequest(
+    return fetch.FetchRequest(
         max_wait=datetime.timedelta(milliseconds=0),
         min_bytes=0,
         topics=(
@@ -343,13 +343,18 @@ def fetch_raw(raw: RawClient, topic: str, partition: int, offset: int = 0) -> by
                 topic=topic,
                 partitions=(
                     fetch.FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=16 << 20
+                        partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
                     ),
                 ),
             ),
         ),
         forgotten_topics_data=(),
     )
+
+
+def fetch_raw(raw: RawClient, topic: str, partition: int, offset: int = 0) -> bytes:
+    """The record bytes a Fetch v12 returns for one partition from `offset`."""
+    request = fetch_request(topic, partition, offset)
     response = raw.request(request)
     (data,) = response.responses[0].partitions
     assert int(data.error_code) == 0, data.error_code

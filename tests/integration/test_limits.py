@@ -8,8 +8,6 @@ import os
 import resource
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,8 +16,8 @@ import pytest
 from confluent_kafka import Producer
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.fetch.v12 import request as fetch
+from tests.conftest import BrokerProcess
 
-from .cli_support import free_port, wait_for_port
 from .helpers import confluent_read, create_topic, topic_name, wait_until
 from .rawclient import RawClient, encode_request
 
@@ -317,30 +315,16 @@ def _low_nofile(limit: int):
 
 
 def test_descriptor_starved_broker_logs_briefly_and_recovers(tmp_path: Path) -> None:
-    port = free_port()
-    log_path = tmp_path / "broker.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "chronik",
-        "serve",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--set",
-        "offsets.topic.num.partitions=1",
-        "--set",
-        "max.connections=100000",
-    ]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_low_nofile(128)
-        )
+    broker = BrokerProcess(
+        tmp_path / "data",
+        {"offsets.topic.num.partitions": "1", "max.connections": "100000"},
+        preexec_fn=_low_nofile(128),
+    )
+    broker.start()
+    log_path = broker.log_path
     clients: list[RawClient] = []
     try:
-        wait_for_port(port, proc=proc)
-        bootstrap = f"127.0.0.1:{port}"
+        bootstrap = broker.bootstrap
         # A request type the broker has served before; a first one may need a
         # descriptor to load its schema.
         clients.append(RawClient(bootstrap, timeout=5))
@@ -361,9 +345,8 @@ def test_descriptor_starved_broker_logs_briefly_and_recovers(tmp_path: Path) -> 
             assert _api_versions_ok(fresh)
         assert _api_versions_ok(clients[-1]), "a connection from the backlog was not served"
         assert "accepting connections again" in log_path.read_text()
-        assert proc.poll() is None
+        assert broker.proc is not None and broker.proc.poll() is None
     finally:
         for client in clients:
             client.close()
-        proc.kill()
-        proc.wait()
+        broker.kill()

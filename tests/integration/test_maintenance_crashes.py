@@ -18,7 +18,6 @@ CRASH_SEED and CRASH_ROUNDS run other or longer schedules (docs/storage.md).
 from __future__ import annotations
 
 import concurrent.futures
-import datetime
 import os
 import random
 import signal
@@ -31,11 +30,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.fetch.v12 import request as fetch
 from tests.conftest import BrokerProcess
 
 from chronik.records.reader import iter_batches, iter_records
 
+from .helpers import fetch_request
 from .rawclient import RawClient
 
 SEED = int(os.environ.get("CRASH_SEED", "14"))
@@ -126,21 +125,7 @@ def read_partition(raw: RawClient, topic: str) -> Seen | None:
     offset, records, sizes = 0, {}, {}
     start = high = 0
     while True:
-        request = fetch.FetchRequest(
-            max_wait=datetime.timedelta(milliseconds=0),
-            min_bytes=0,
-            topics=(
-                fetch.FetchTopic(
-                    topic=topic,
-                    partitions=(
-                        fetch.FetchPartition(
-                            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
-                        ),
-                    ),
-                ),
-            ),
-            forgotten_topics_data=(),
-        )
+        request = fetch_request(topic, 0, offset, 1 << 20)
         (part,) = raw.request(request).responses[0].partitions
         code = int(part.error_code)
         if code == UNKNOWN_TOPIC:
