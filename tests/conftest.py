@@ -59,7 +59,8 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> BrokerProcess:
+    def start(self, wait: bool = True) -> BrokerProcess:
+        """Launch the broker; with ``wait`` return once it accepts connections."""
         cmd = [
             sys.executable,
             "-m",
@@ -77,8 +78,16 @@ class BrokerProcess:
             cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec_fn
         )
         log.close()
-        wait_for_port(self.port, proc=self.proc)
+        if wait:
+            self.wait_ready()
         return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        wait_for_port(self.port, timeout, proc=self.proc)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -150,6 +159,56 @@ def broker_process_factory(tmp_path: Path) -> Iterator[object]:
     yield make
     for proc in started:
         proc.kill()
+
+
+# --- cluster mode: one ZooKeeper server per session, a cluster per module or per test ---
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A local ZooKeeper server; the test is skipped when ZooKeeper is not installed."""
+    from chronik.cluster.zookeeper_process import ZooKeeperProcess, ZooKeeperUnavailable
+
+    zk = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), free_port())
+    try:
+        zk.start()
+    except ZooKeeperUnavailable as exc:
+        pytest.skip(f"cluster tests need ZooKeeper (scripts/install-test-deps.sh): {exc}")
+    try:
+        yield zk
+    finally:
+        zk.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster3(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """Three brokers shared by a module's tests; tests that stop brokers use cluster_factory."""
+    from integration.cluster_support import Cluster
+
+    cluster = Cluster(tmp_path_factory.mktemp("cluster"), zookeeper.connect, 3)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def cluster_factory(zookeeper, tmp_path: Path) -> Iterator[object]:
+    """`cluster_factory(size=3, config=None)`: a started cluster of its own, killed at teardown."""
+    from integration.cluster_support import Cluster
+
+    started: list[Cluster] = []
+
+    def make(size: int = 3, config: Mapping[str, str] | None = None) -> Cluster:
+        cluster = Cluster(tmp_path / f"cluster-{len(started)}", zookeeper.connect, size, config)
+        started.append(cluster)
+        return cluster.start()
+
+    try:
+        yield make
+    finally:
+        for cluster in started:
+            cluster.close()
 
 
 os.environ.setdefault("CHRONIK_TESTING", "1")
