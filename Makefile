@@ -1,4 +1,6 @@
 # make serve: set up .venv and run a broker on 127.0.0.1:9092 with data in ./chronik-data
+# make cluster: ZooKeeper on 127.0.0.1:2181 and three brokers on 127.0.0.1:9092-9094,
+#               data in ./chronik-cluster (needs ZooKeeper: make deps)
 # make test:  the whole test suite (unit, integration with real clients, Spark)
 # make fuzz:  fuzz a live broker for FUZZ_SECONDS (findings in ./fuzz-findings)
 VENV ?= .venv
@@ -8,7 +10,7 @@ STAMP := $(VENV)/.installed
 SERVE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-fast lint bench bench-quick bank-demo deps clean fuzz
+.PHONY: serve cluster test test-fast lint bench bench-quick bank-demo deps clean fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +23,10 @@ deps: $(STAMP)
 
 serve: $(STAMP)
 	$(VENV)/bin/chronik serve $(SERVE_ARGS)
+
+CLUSTER_ARGS ?=
+cluster: $(STAMP)
+	$(PY) scripts/cluster.py $(CLUSTER_ARGS)
 
 test: deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -51,4 +57,4 @@ bank-demo: $(STAMP)
 	$(PY) examples/bank/run.py demo
 
 clean:
-	rm -rf $(VENV) chronik-data .pytest_cache
+	rm -rf $(VENV) chronik-data chronik-cluster .pytest_cache
