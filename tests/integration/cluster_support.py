@@ -96,6 +96,7 @@ class Cluster:
         for b in self.brokers.values():
             b.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self._zk: KazooClient | None = None
+        self._admins: dict[int, AdminClient] = {}
 
     # --- processes -----------------------------------------------------------------
 
@@ -146,6 +147,7 @@ class Cluster:
             )
 
     def close(self) -> None:
+        self._admins.clear()
         for b in self.brokers.values():
             b.kill()
         if self._zk is not None:
@@ -204,7 +206,11 @@ class Cluster:
     # --- what the brokers say -----------------------------------------------------------
 
     def admin(self, i: int) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.brokers[i].bootstrap})
+        """An admin client bootstrapped from broker `i` only. Kept for the cluster's life:
+        librdkafka fails the futures of a client that is garbage-collected."""
+        if i not in self._admins:
+            self._admins[i] = AdminClient({"bootstrap.servers": self.brokers[i].bootstrap})
+        return self._admins[i]
 
     def metadata_broker_ids(self, i: int) -> set[int]:
         md = self.admin(i).list_topics(timeout=10)

@@ -11,8 +11,7 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import ConsumerGroupTopicPartitions
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.admin import NewTopic as KNewTopic

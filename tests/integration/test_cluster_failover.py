@@ -75,8 +75,13 @@ def assert_offline(cluster: Cluster, down: int, topic: str, owned: set[int]) -> 
                 assert list(meta.replica_nodes) == [down]
             else:
                 assert int(meta.error_code) == 0 and meta.leader_id in up
+    # The controller records it in ZooKeeper: no leader, the ISR kept for the return.
     for p in owned:
-        assert cluster.partition_state(topic, p)["leader"] == -1
+        wait_until(
+            lambda p=p: cluster.partition_state(topic, p)["leader"] == -1,
+            f"partition {p}'s state without a leader",
+        )
+        assert cluster.partition_state(topic, p)["isr"] == [down]
 
 
 def produce_in_background(bootstrap: str, topic: str, records: list[Sent]):
