@@ -174,6 +174,22 @@ def test_admin_requests_work_through_any_broker(cluster3):
             f"broker {i} describing the new retention.ms",
         )
 
+    # AlterConfigs (the legacy request: the whole set is replaced) through broker 2.
+    with RawClient(cluster.broker(2).bootstrap) as raw:
+        r = raw.request(req(33, 1, validate_only=False, resources=(
+            nested(33, 1, "AlterConfigsResource", resource_type=2, resource_name=topic,
+                   configs=(nested(33, 1, "AlterableConfig", name="retention.ms",
+                                   value="3000000"),)),
+        )))
+    assert [int(x.error_code) for x in r.responses] == [NONE]
+    assert cluster.get_json(f"/config/topics/{topic}")["config"] == {"retention.ms": "3000000"}
+    for i in cluster.ids:
+        wait_until(
+            lambda i=i: described(i)["retention.ms"] == "3000000"
+            and described(i)["max.message.bytes"] != "500000",
+            f"broker {i} describing the replaced configs",
+        )
+
     # CreatePartitions through broker 1: 3 -> 7, spread over the live brokers.
     for f in cluster.admin(1).create_partitions([NewPartitions(topic, 7)]).values():
         f.result(timeout=30)
