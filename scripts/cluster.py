@@ -9,6 +9,7 @@ ZooKeeper. Data is kept between runs; delete ./chronik-cluster to start afresh.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import signal
 import socket
 import subprocess
@@ -99,9 +100,14 @@ def main() -> int:
             print(f"broker {n} on 127.0.0.1:{port}, data in {base / f'broker-{n}'}, "
                   f"log in {base / f'broker-{n}.log'}")
         bootstrap = f"127.0.0.1:{args.base_port}"
+        describe = (
+            f"  .venv/bin/chronik cluster describe --bootstrap-server {bootstrap}\n"
+            if importlib.util.find_spec("chronik.cli.cluster") is not None
+            else ""
+        )
         print(
             "\nThe cluster is up. Try:\n"
-            f"  .venv/bin/chronik cluster describe --bootstrap-server {bootstrap}\n"
+            f"{describe}"
             "  .venv/bin/chronik topics create demo --partitions 12 "
             f"--bootstrap-server {bootstrap}\n"
             f"  .venv/bin/chronik topics describe demo --bootstrap-server {bootstrap}\n"
