@@ -130,12 +130,15 @@ class Metrics:
         lines.append(f"chronik_connections {len(self.broker._connections)}")
         self._render_partitions(lines, family)
         self._render_groups(lines, family)
+        self._render_cluster(lines, family)
         return "\n".join(lines) + "\n"
 
     def _render_partitions(self, lines: list[str], family: object) -> None:
         topics = sorted(self.broker.catalog.topics.values(), key=lambda t: t.name)
         family("chronik_partition_size_bytes", "gauge", "Bytes on disk per partition.")  # type: ignore[operator]
-        rows = [(t.name, i, p) for t in topics for i, p in enumerate(t.partitions)]
+        rows = [
+            (t.name, i, p) for t in topics for i, p in enumerate(t.partitions) if p is not None
+        ]
         for name, index, plog in rows:
             lines.append(f"chronik_partition_size_bytes{_tp(name, index)} {plog.size_bytes}")
         family("chronik_log_end_offset", "gauge", "Next offset to be written, per partition.")  # type: ignore[operator]
@@ -144,6 +147,31 @@ class Metrics:
         family("chronik_log_start_offset", "gauge", "First offset kept, per partition.")  # type: ignore[operator]
         for name, index, plog in rows:
             lines.append(f"chronik_log_start_offset{_tp(name, index)} {plog.start_offset}")
+
+    def _render_cluster(self, lines: list[str], family: object) -> None:
+        """Kafka's controller and replica-manager gauges, in cluster mode."""
+        cluster = self.broker.cluster
+        if cluster is None:
+            return
+        view = cluster.view
+        led = offline = 0
+        for topic in view.topics.values():
+            for index in range(topic.partition_count):
+                leader = view.leader_of(topic.name, index)
+                led += leader == cluster.node_id
+                offline += leader < 0
+        gauges = (
+            ("chronik_cluster_brokers", "Live brokers in the cluster.", len(view.brokers)),
+            ("chronik_cluster_active_controller", "1 on the controller (Kafka's "
+             "ActiveControllerCount).", int(cluster.controller.active)),
+            ("chronik_cluster_leader_partitions", "Partitions this broker leads (Kafka's "
+             "LeaderCount).", led),
+            ("chronik_cluster_offline_partitions", "Partitions without a leader (Kafka's "
+             "OfflinePartitionsCount).", offline),
+        )
+        for name, text, value in gauges:
+            family(name, "gauge", text)  # type: ignore[operator]
+            lines.append(f"{name} {value}")
 
     def _render_groups(self, lines: list[str], family: object) -> None:
         family("chronik_consumer_group_lag", "gauge", "Log end offset minus the committed offset.")  # type: ignore[operator]

@@ -40,6 +40,11 @@ FLUSH_CHECK_SECONDS = 1.0
 STOP_DRAIN_SECONDS = 10.0
 
 
+class BrokerStartError(RuntimeError):
+    """The broker cannot start (its cluster cannot be reached, or does not match its data
+    directory): one line for the user, no traceback."""
+
+
 def _read_cluster_id(data_dir: Path) -> str | None:
     path = data_dir / "meta.properties"
     if path.exists():
@@ -201,10 +206,14 @@ class Broker:
 
         self.cluster = ClusterNode(self)
         local = _read_cluster_id(self.data_dir)
-        self.cluster_id = await self.cluster.connect(local)
+        try:
+            self.cluster_id = await self.cluster.connect(local)
+        except RuntimeError as exc:
+            await self.cluster.stop()
+            raise BrokerStartError(str(exc)) from None
         if local is not None and local != self.cluster_id:
             await self.cluster.stop()
-            raise RuntimeError(
+            raise BrokerStartError(
                 f"the cluster id in ZooKeeper ({self.cluster_id}) is not the one in "
                 f"{self.data_dir / 'meta.properties'} ({local}): this data directory belongs "
                 "to another cluster"

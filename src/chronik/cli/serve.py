@@ -43,7 +43,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 def run(args: argparse.Namespace) -> int:
     from chronik.broker.config import ConfigError
     from chronik.broker.logs import configure_logging
-    from chronik.broker.server import Broker, serve_until_signalled
+    from chronik.broker.server import Broker, BrokerStartError, serve_until_signalled
 
     configure_logging(args.log_level, args.log_format)
     settings: dict[str, str] = {}
@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(serve_until_signalled(broker))
     except OSError as exc:
         print(f"chronik: error: cannot serve on {args.listen}: {exc}", file=sys.stderr)
+        return 1
+    except BrokerStartError as exc:
+        print(f"chronik: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         pass

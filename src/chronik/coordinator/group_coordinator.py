@@ -215,7 +215,10 @@ class GroupCoordinator:
             if self._loading.get(partition) is done:
                 self.groups.update(loaded)
                 self._loaded.add(partition)
-                log.info("%s-%d: loaded %d groups", TOPIC, partition, len(loaded))
+                # One line per partition that has groups; 50 empty ones say nothing.
+                (log.info if loaded else log.debug)(
+                    "%s-%d: loaded %d groups", TOPIC, partition, len(loaded)
+                )
         except Exception as exc:
             # The partition stays unserved (NOT_COORDINATOR); one line, no traceback storm.
             log.error("%s-%d: groups not loaded: %s", TOPIC, partition, exc)
@@ -240,13 +243,16 @@ class GroupCoordinator:
         count = self._partition_count() or self._offsets_count
         if not count:
             return
-        for group_id in [g for g in self.groups if partition_for(g, count) == partition]:
+        unloaded = [g for g in self.groups if partition_for(g, count) == partition]
+        for group_id in unloaded:
             group = self.groups.pop(group_id)
             self._cancel_timers(group)
             group.state = GroupState.DEAD
             for member in group.members.values():
                 self._finish_futures(member, NOT_COORDINATOR)
-        log.info("%s-%d: groups unloaded", TOPIC, partition)
+        (log.info if unloaded else log.debug)(
+            "%s-%d: %d groups unloaded", TOPIC, partition, len(unloaded)
+        )
 
     def release_waiters(self) -> None:
         """Answer every held JoinGroup/SyncGroup with NOT_COORDINATOR, as Kafka does when

@@ -1,0 +1,105 @@
+"""Replica assignment, leader election and znode values of cluster mode."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chronik.cluster import znodes
+from chronik.cluster.controller import elect
+from chronik.cluster.node import assign_replicas
+from chronik.cluster.session import split_connect
+from chronik.cluster.znodes import Assignment, BrokerInfo, PartitionState
+
+
+@given(
+    st.integers(1, 60),
+    st.lists(st.integers(0, 50), min_size=1, max_size=8, unique=True),
+    st.data(),
+)
+def test_assignment_spreads_leaders_and_never_repeats_a_broker(partitions, brokers, data):
+    factor = data.draw(st.integers(1, len(brokers)))
+    out = assign_replicas(partitions, factor, brokers)
+    assert sorted(out) == list(range(partitions))
+    for replicas in out.values():
+        assert len(replicas) == factor
+        assert len(set(replicas)) == factor
+        assert set(replicas) <= set(brokers)
+    leaders = Counter(r[0] for r in out.values())
+    # Round-robin: no broker leads more than one partition more than another.
+    counts = [leaders.get(b, 0) for b in brokers]
+    assert max(counts) - min(counts) <= 1
+
+
+def test_assignment_matches_kafkas_for_a_fixed_start():
+    # AdminUtils.assignReplicasToBrokers(brokers 0..4, 10 partitions, rf 3, start 0):
+    # the example of Kafka's own documentation comment.
+    out = assign_replicas(10, 3, [0, 1, 2, 3, 4], start_index=0)
+    assert out[0] == [0, 1, 2]
+    assert out[1] == [1, 2, 3]
+    assert out[4] == [4, 0, 1]
+    assert out[5] == [0, 2, 3]
+    assert out[9] == [4, 1, 2]
+
+
+def test_added_partitions_continue_the_round_robin():
+    first = assign_replicas(3, 1, [1, 2, 3], start_index=1)
+    more = assign_replicas(3, 1, [1, 2, 3], start_index=1, start_partition=3)
+    assert [first[p][0] for p in range(3)] == [2, 3, 1]
+    assert [more[p][0] for p in range(3, 6)] == [2, 3, 1]
+
+
+def test_new_partition_leader_is_its_first_live_replica():
+    state = elect([2, 3], None, {1, 3}, epoch=4)
+    assert state == PartitionState(3, 0, (3,), 4)
+    offline = elect([2], None, {1}, epoch=4)
+    assert offline is not None and offline.leader == -1 and offline.isr == (2,)
+
+
+def test_a_dead_leader_goes_offline_keeping_its_isr_and_returns():
+    live = PartitionState(2, 0, (2,), 1, zk_version=0)
+    assert elect([2], live, {1, 2, 3}, epoch=1) is None
+    gone = elect([2], live, {1, 3}, epoch=2)
+    assert gone == PartitionState(-1, 1, (2,), 2, 0)
+    assert elect([2], PartitionState(-1, 1, (2,), 2, 1), {1, 3}, epoch=2) is None
+    back = elect([2], PartitionState(-1, 1, (2,), 2, 1), {1, 2, 3}, epoch=2)
+    assert back == PartitionState(2, 2, (2,), 2, 1)
+
+
+def test_clean_election_takes_only_isr_members():
+    state = PartitionState(1, 5, (1, 3), 1, zk_version=7)
+    new = elect([1, 2, 3], state, {2, 3}, epoch=2)
+    assert new == PartitionState(3, 6, (3,), 2, 7)
+    # Replica 2 is alive but out of the ISR: the partition stays offline instead.
+    new = elect([1, 2], PartitionState(1, 5, (1,), 1, 7), {2}, epoch=2)
+    assert new is not None and new.leader == -1 and new.isr == (1,)
+
+
+def test_znode_values_are_kafkas():
+    topic_id = uuid.uuid4()
+    value = json.loads(znodes.assignment_value(Assignment(topic_id, {1: [3], 0: [2]})))
+    assert value["partitions"] == {"0": [2], "1": [3]}
+    assert value["version"] == 3
+    assert znodes.parse_assignment(znodes.assignment_value(Assignment(topic_id, {0: [2]}))) \
+        == Assignment(topic_id, {0: [2]})
+    assert len(value["topic_id"]) == 22 and "=" not in value["topic_id"]
+    state = json.loads(znodes.state_value(PartitionState(2, 3, (2,), 4)))
+    assert state == {"controller_epoch": 4, "leader": 2, "version": 1, "leader_epoch": 3,
+                     "isr": [2]}
+    broker = json.loads(znodes.broker_value(BrokerInfo(2, "h", 9093, "r1")))
+    assert broker["endpoints"] == ["PLAINTEXT://h:9093"]
+    assert (broker["host"], broker["port"], broker["rack"]) == ("h", 9093, "r1")
+    assert znodes.parse_broker(2, znodes.broker_value(BrokerInfo(2, "h", 9093))) == \
+        BrokerInfo(2, "h", 9093)
+    assert znodes.parse_controller(znodes.controller_value(7)) == 7
+    assert znodes.parse_controller(b"junk") == -1
+
+
+def test_zookeeper_connect_with_and_without_chroot():
+    assert split_connect("a:1,b:2/kafka/prod") == ("a:1,b:2", "/kafka/prod")
+    assert split_connect("a:1") == ("a:1", "")
+    assert split_connect("a:1/") == ("a:1", "")
