@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 
 from kazoo.exceptions import (
@@ -41,6 +42,10 @@ RETRY_SECONDS = 0.5
 
 class NotController(Exception):
     pass
+
+
+class StaleView(Exception):
+    """A write refused because the view it was based on is older than ZooKeeper."""
 
 
 def elect(
@@ -73,6 +78,9 @@ class Controller:
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._electing = False
+        # States this controller wrote that its view may not have read back yet, keyed by
+        # (topic id, partition): the next pass starts from them, not from older news.
+        self._written: dict[tuple[object, int], PartitionState] = {}
 
     # -- office ---------------------------------------------------------------------
 
@@ -156,7 +164,11 @@ class Controller:
                 return
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # ZooKeeper unreachable, a race with another writer
+            except StaleView as exc:  # a watch brings the news; the next pass uses it
+                log.debug("controller: will retry: %s", exc)
+                await asyncio.sleep(RETRY_SECONDS / 10)
+                self._dirty.set()
+            except Exception as exc:  # ZooKeeper unreachable
                 log.warning("controller: will retry: %s", exc)
                 await asyncio.sleep(RETRY_SECONDS)
                 self._dirty.set()
@@ -167,21 +179,39 @@ class Controller:
             log.info("controller: deleted topic %s", name)
         live = set(self.view.brokers)
         writes: list[tuple[str, int, PartitionState, bool]] = []
+        keys: list[tuple[object, int]] = []
         moved: dict[tuple[int, int], list[str]] = {}
+        current = {(t.assignment.topic_id, p) for t in self.view.topics.values()
+                   for p in t.assignment.replicas}
+        for key in [k for k in self._written if k not in current]:
+            del self._written[key]
         for topic in self.view.topics.values():
             if topic.name in self.view.deleting:
                 continue
             for partition, replicas in sorted(topic.assignment.replicas.items()):
                 old = topic.states.get(partition)
+                key = (topic.assignment.topic_id, partition)
+                mine = self._written.get(key)
+                if mine is not None:
+                    if old is not None and old.zk_version >= mine.zk_version:
+                        del self._written[key]  # the view has caught up
+                    else:
+                        old = mine
                 new = elect(replicas, old, live, self.epoch)
                 if new is not None:
                     writes.append((topic.name, partition, new, old is None))
+                    keys.append(key)
                     if old is not None and old.leader != new.leader:
                         moved.setdefault((old.leader, new.leader), []).append(
                             f"{topic.name}-{partition}"
                         )
         for start in range(0, len(writes), WRITE_CHUNK):
-            await self.session.run(self._write_states, writes[start : start + WRITE_CHUNK])
+            chunk = writes[start : start + WRITE_CHUNK]
+            await self.session.run(self._write_states, chunk)
+            for key, (_, _, state, created) in zip(keys[start : start + WRITE_CHUNK], chunk,
+                                                   strict=True):
+                version = 0 if created else state.zk_version + 1
+                self._written[key] = dataclasses.replace(state, zk_version=version)
         for (old_leader, new_leader), names in sorted(moved.items()):
             more = f" and {len(names) - 5} more" if len(names) > 5 else ""
             log.info(
@@ -214,7 +244,7 @@ class Controller:
                 raise NotController()
             # A state changed or a topic went meanwhile: its watch brings the news and
             # another pass.
-            raise RuntimeError(f"partition state writes refused: {failures[0]!r}")
+            raise StaleView(f"partition state writes refused: {failures[0]!r}")
 
     def _delete_topic(self, name: str) -> None:
         client = self.session.client

@@ -199,6 +199,8 @@ class ClusterNode:
                 await asyncio.sleep(REGISTER_RETRY_SECONDS)
 
     def _on_session_state(self, state: str) -> None:
+        if self._stopping:
+            return  # closing the session ourselves
         if state == KazooState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session expired; registering again when reconnected")
