@@ -38,6 +38,7 @@ log = logging.getLogger("chronik.cluster.controller")
 # Partition states written in one ZooKeeper transaction.
 WRITE_CHUNK = 100
 RETRY_SECONDS = 0.5
+MAX_RETRY_SECONDS = 5.0
 
 
 class NotController(Exception):
@@ -152,6 +153,7 @@ class Controller:
     # -- work -----------------------------------------------------------------------
 
     async def _run(self) -> None:
+        failures = 0
         while self.active:
             await self._dirty.wait()
             self._dirty.clear()
@@ -159,6 +161,7 @@ class Controller:
                 continue
             try:
                 await self._reconcile()
+                failures = 0
             except NotController:
                 self.resign("another broker was elected meanwhile")
                 return
@@ -168,9 +171,10 @@ class Controller:
                 log.debug("controller: will retry: %s", exc)
                 await asyncio.sleep(RETRY_SECONDS / 10)
                 self._dirty.set()
-            except Exception as exc:  # ZooKeeper unreachable
-                log.warning("controller: will retry: %s", exc)
-                await asyncio.sleep(RETRY_SECONDS)
+            except Exception as exc:  # ZooKeeper unreachable: one line, then quieter retries
+                (log.warning if failures == 0 else log.debug)("controller: will retry: %s", exc)
+                await asyncio.sleep(min(RETRY_SECONDS * 2**failures, MAX_RETRY_SECONDS))
+                failures += 1
                 self._dirty.set()
 
     async def _reconcile(self) -> None:

@@ -19,7 +19,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from chronik.cluster import znodes
 from chronik.cluster.controller import Controller
-from chronik.cluster.session import KazooState, ZkSession
+from chronik.cluster.session import KazooState, ZkSession, ZooKeeperUnavailable
 from chronik.cluster.view import ClusterView
 from chronik.cluster.watcher import Watcher
 from chronik.cluster.znodes import Assignment, BrokerInfo
@@ -212,15 +212,27 @@ class ClusterNode:
             self._spawn(self._rejoin())
 
     async def _rejoin(self) -> None:
-        await self._register()
-        await self.controller.try_elect()
+        while not self._stopping:
+            try:
+                await self._register()
+                await self.controller.try_elect()
+                return
+            except ZooKeeperUnavailable as exc:
+                log.debug("registering again: %s", exc)
+                await asyncio.sleep(REGISTER_RETRY_SECONDS)
+
+    async def _try_elect(self) -> None:
+        try:
+            await self.controller.try_elect()
+        except ZooKeeperUnavailable as exc:
+            log.debug("controller election: %s", exc)  # the next change tries again
 
     def _on_view_change(self) -> None:
         if self._stopping:
             return
         self.controller.poke()
         if self.view.controller_id == -1 and self.view.loaded:
-            self._spawn(self.controller.try_elect())
+            self._spawn(self._try_elect())
         if not self._reconcile_scheduled:
             self._reconcile_scheduled = True
             asyncio.get_running_loop().call_soon(self._reconcile)

@@ -15,9 +15,23 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from chronik.storage.errors import StorageError
 
 log = logging.getLogger("chronik.cluster")
 T = TypeVar("T")
+REQUEST_TIMED_OUT = 7
+_UNREACHABLE = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
+
+
+class ZooKeeperUnavailable(StorageError):
+    """ZooKeeper did not answer: the request that needed it timed out (the client may
+    retry). Raised at once while the session is disconnected, since kazoo would otherwise
+    hold the call until ZooKeeper is back."""
+
+    code = REQUEST_TIMED_OUT
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -74,8 +88,24 @@ class ZkSession:
         self._on_state.append(callback)
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the session's threads. Fails with ZooKeeperUnavailable
+        when disconnected, or when no answer comes within the session timeout (the call
+        may still be carried out once ZooKeeper is back, as with Kafka's own timeouts)."""
+        client = self.client
+        if client is not None and not client.connected:
+            raise ZooKeeperUnavailable(f"not connected to ZooKeeper at {self.hosts}")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        try:
+            return await asyncio.wait_for(
+                loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs)),
+                max(self.session_timeout, self.connection_timeout) if client else None,
+            )
+        except TimeoutError:
+            raise ZooKeeperUnavailable(f"ZooKeeper at {self.hosts} did not answer") from None
+        except _UNREACHABLE as exc:
+            raise ZooKeeperUnavailable(
+                f"ZooKeeper at {self.hosts}: {type(exc).__name__}"
+            ) from None
 
     def to_loop(self, fn: Callable[..., Any], *args: Any) -> None:
         """From a kazoo thread: run ``fn(*args)`` on the loop."""
@@ -98,4 +128,4 @@ class ZkSession:
         self._pool.shutdown(wait=False)
 
 
-__all__ = ["KazooState", "ZkSession", "split_connect"]
+__all__ = ["KazooState", "ZkSession", "ZooKeeperUnavailable", "split_connect"]
