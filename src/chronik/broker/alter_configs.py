@@ -13,7 +13,7 @@ VERSIONS = (0, 2)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = [
-        topic_configs.apply(
+        await topic_configs.apply(
             ctx,
             resource,
             {c.name: c.value for c in resource.configs if c.value is not None},

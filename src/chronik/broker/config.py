@@ -45,12 +45,21 @@ BROKER_DEFAULTS: dict[str, str] = {
     # chronik's: descriptors kept open for segment and index files; -1 means half of the
     # soft RLIMIT_NOFILE at start (chronik.storage.file_cache).
     "log.open.files.max": "-1",
+    # Cluster mode (chronik.cluster), switched on by zookeeper.connect. Kafka's defaults.
+    "zookeeper.connect": "",
+    "zookeeper.session.timeout.ms": "18000",
+    "zookeeper.connection.timeout.ms": "18000",
 }
+
+# Read only in cluster mode; on a single node they are reported as having no effect.
+CLUSTER_KEYS = ("zookeeper.connect", "zookeeper.session.timeout.ms",
+                "zookeeper.connection.timeout.ms", "broker.rack")
 
 # Kafka settings that only matter to a replicated cluster, or to parts chronik
 # does not have; accepted so that an existing config file works, and reported.
 IGNORED_PREFIXES = (
     "zookeeper.",
+    "broker.rack",
     "controller.",
     "process.roles",
     "listener.security.protocol.map",
@@ -149,6 +158,14 @@ class BrokerConfig:
         self.max_partitions_per_request = self._positive("max.partitions.per.request")
         self.max_broker_partitions = self._positive("max.broker.partitions")
         self.log_open_files_max = _int(self.values["log.open.files.max"], "log.open.files.max")
+        self.zookeeper_connect = self.values["zookeeper.connect"].strip()
+        self.zookeeper_session_timeout_ms = self._at_least("zookeeper.session.timeout.ms", 1)
+        self.zookeeper_connection_timeout_ms = self._at_least(
+            "zookeeper.connection.timeout.ms", 1
+        )
+        self.rack = self.values.get("broker.rack") or None
+        if self.zookeeper_connect and self.node_id < 0:
+            raise ConfigError("broker.id must be set (0 or more) with zookeeper.connect")
 
     def _positive(self, key: str) -> int:
         value = _int(self.values[key], key)
@@ -171,5 +188,12 @@ class BrokerConfig:
     def get_int(self, key: str) -> int:
         return _int(self.values[key], key)
 
+    @property
+    def clustered(self) -> bool:
+        return bool(self.zookeeper_connect)
+
     def ignored_keys(self) -> list[str]:
-        return sorted(k for k in self.overrides if k.startswith(IGNORED_PREFIXES))
+        ignored = (k for k in self.overrides if k.startswith(IGNORED_PREFIXES))
+        if self.clustered:
+            ignored = (k for k in ignored if k not in CLUSTER_KEYS)
+        return sorted(ignored)

@@ -7,20 +7,43 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import run_stepwise, too_many_partitions
 from chronik.protocol import errors
+from chronik.protocol.compat import millis
 
 API_KEY = 37
 VERSIONS = (0, 3)
 
 
+async def _grow_in_cluster(ctx: RequestContext, request: Any, wanted: Any) -> tuple[int, Any]:
+    assignments = [list(a.broker_ids) for a in wanted.assignments or ()]
+    try:
+        await ctx.broker.cluster.create_partitions(
+            wanted.name,
+            wanted.count,
+            assignments or None,
+            validate_only=request.validate_only,
+            timeout_ms=millis(request.timeout),
+        )
+    except Exception as exc:
+        code = getattr(exc, "code", None)
+        if code is None:
+            raise
+        return code, str(exc)
+    return errors.NONE, None
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     catalog = ctx.broker.catalog
+    cluster = ctx.broker.cluster
     results = []
-    over_limit = too_many_partitions(ctx.broker, _requested_partitions(catalog, request))
+    counts = catalog if cluster is None else cluster
+    over_limit = too_many_partitions(ctx.broker, _requested_partitions(counts, request))
     for wanted in request.topics:
         code, message = errors.NONE, None
         topic = catalog.get(wanted.name)
         if over_limit is not None:
             code, message = errors.POLICY_VIOLATION, over_limit
+        elif cluster is not None:
+            code, message = await _grow_in_cluster(ctx, request, wanted)
         elif topic is None:
             code, message = (
                 errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -54,10 +77,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.build("CreatePartitionsResponse", throttle_time=0, results=tuple(results))
 
 
-def _requested_partitions(catalog: Any, request: Any) -> int:
+def _requested_partitions(counts: Any, request: Any) -> int:
+    """New partitions the request asks for; ``counts`` is the catalog, or the cluster."""
     total = 0
     for wanted in request.topics:
-        topic = catalog.get(wanted.name)
-        if topic is not None:
-            total += max(0, wanted.count - len(topic.partitions))
+        if hasattr(counts, "partition_count") and callable(counts.partition_count):
+            current = counts.partition_count(wanted.name)
+        else:
+            topic = counts.get(wanted.name)
+            current = None if topic is None else len(topic.partitions)
+        if current is not None:
+            total += max(0, wanted.count - current)
     return total

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import run_stepwise, too_many_partitions
 from chronik.protocol import errors
-from chronik.protocol.compat import ZERO_UUID
+from chronik.protocol.compat import ZERO_UUID, millis
 from chronik.storage.config import describe_topic_configs
 
 API_KEY = 19
@@ -33,6 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             replication = 1
         if over_limit is not None:
             code, message = errors.POLICY_VIOLATION, over_limit
+        elif broker.cluster is not None:
+            code, message, topic = await _create_in_cluster(ctx, request, wanted, partitions,
+                                                            replication, configs)
         elif replication != 1:
             code = errors.INVALID_REPLICATION_FACTOR
             message = f"Replication factor must be 1 on a single-node broker, got {replication}"
@@ -52,6 +56,33 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 message = str(exc)
         results.append(_result(ctx, name, code, message, topic, partitions, configs))
     return ctx.build("CreateTopicsResponse", throttle_time=0, topics=tuple(results))
+
+
+async def _create_in_cluster(
+    ctx: RequestContext,
+    request: Any,
+    wanted: Any,
+    partitions: int,
+    replication: int,
+    configs: dict[str, str],
+) -> tuple[int, str | None, Any]:
+    assignments = {a.partition_index: list(a.broker_ids) for a in wanted.assignments}
+    try:
+        topic_id = await ctx.broker.cluster.create_topic(
+            wanted.name,
+            partitions,
+            replication,
+            configs,
+            assignments or None,
+            validate_only=getattr(request, "validate_only", False),
+            timeout_ms=millis(request.timeout),
+        )
+    except Exception as exc:
+        code = getattr(exc, "code", None)
+        if code is None:
+            raise
+        return code, str(exc), None
+    return errors.NONE, None, SimpleNamespace(topic_id=topic_id)
 
 
 def _requested_partitions(broker: Any, request: Any) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.topics import data_partition
 from chronik.protocol import errors
 from chronik.storage.errors import StorageError
 
@@ -20,10 +21,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in wanted.partitions:
             code, low = errors.NONE, -1
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
-                code = errors.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                plog = topic.partitions[p.partition_index]
+            plog, code = data_partition(ctx.broker, topic, wanted.name, p.partition_index)
+            if plog is not None:
                 offset = plog.end_offset if p.offset == HIGH_WATERMARK else p.offset
                 if not 0 <= offset <= plog.end_offset:
                     code = errors.OFFSET_OUT_OF_RANGE

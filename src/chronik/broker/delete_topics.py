@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import INTERNAL_TOPICS, topic_by_id
 from chronik.protocol import errors
-from chronik.protocol.compat import ZERO_UUID
+from chronik.protocol.compat import ZERO_UUID, millis
 
 API_KEY = 20
 VERSIONS = (1, 6)
 
 log = logging.getLogger("chronik.topics")
+
+
+def _lookup(broker: Any, name: str | None, topic_id: Any) -> Any:
+    """The topic's name and id: from the catalog, or in a cluster from its view."""
+    if broker.cluster is None:
+        return topic_by_id(broker, topic_id) if name is None else broker.catalog.get(name)
+    view = broker.cluster.view
+    found = view.topic_by_id(topic_id) if name is None else view.topics.get(name)
+    if found is None:
+        return None
+    return SimpleNamespace(name=found.name, topic_id=found.assignment.topic_id)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -26,10 +38,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None and topic_id != ZERO_UUID:
-            topic = topic_by_id(broker, topic_id)
+            topic = _lookup(broker, None, topic_id)
             missing = errors.UNKNOWN_TOPIC_ID
         else:
-            topic = broker.catalog.get(name) if name else None
+            topic = _lookup(broker, name, None) if name else None
             missing = errors.UNKNOWN_TOPIC_OR_PARTITION
         code, message = errors.NONE, None
         if not broker.config.delete_topic_enable:
@@ -40,6 +52,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             # The group coordinator writes there for as long as the broker runs.
             code = errors.INVALID_TOPIC_EXCEPTION
             message = f"Cannot delete internal topic {topic.name}"
+        elif broker.cluster is not None:
+            name, topic_id = topic.name, topic.topic_id
+            try:
+                await broker.cluster.delete_topic(topic.name, millis(request.timeout))
+            except Exception as exc:
+                code = getattr(exc, "code", None)
+                if code is None:
+                    raise
+                message = str(exc)
         else:
             name, topic_id = topic.name, topic.topic_id
             broker.catalog.delete_topic(topic.name)

@@ -14,13 +14,22 @@ OPERATIONS_OMITTED = -(2**31)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    node = ctx.build(
-        "DescribeClusterBroker",
-        broker_id=broker.node_id,
-        host=broker.host,
-        port=broker.port,
-        rack=None,
-        is_fenced=False,
+    if broker.cluster is not None:
+        members = [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.live_brokers()]
+        controller = broker.cluster.controller_id()
+    else:
+        members = [(broker.node_id, broker.host, broker.port, None)]
+        controller = broker.node_id
+    nodes = tuple(
+        ctx.build(
+            "DescribeClusterBroker",
+            broker_id=node,
+            host=host,
+            port=port,
+            rack=rack,
+            is_fenced=False,
+        )
+        for node, host, port, rack in members
     )
     return ctx.build(
         "DescribeClusterResponse",
@@ -29,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=1,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(node,),
+        controller_id=controller,
+        brokers=nodes,
         cluster_authorized_operations=OPERATIONS_OMITTED,
     )

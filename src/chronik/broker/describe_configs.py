@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronik.broker import topic_configs
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
 from chronik.storage.config import (
@@ -64,11 +65,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         code, message, entries = errors.NONE, None, []
         if resource.resource_type == TOPIC:
-            topic = broker.catalog.get(resource.resource_name)
-            if topic is None:
+            configs = topic_configs.current(broker, resource.resource_name)
+            if configs is None:
                 code, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist"
             else:
-                entries = describe_topic_configs(broker.config.overrides, topic.configs, keys)
+                entries = describe_topic_configs(broker.config.overrides, configs, keys)
         elif resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(broker.node_id)):
                 code, message = errors.INVALID_REQUEST, f"Unknown broker {resource.resource_name}"

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.topics import topic_by_id
+from chronik.broker.topics import data_partition, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
 from chronik.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
@@ -29,10 +29,16 @@ def _resolve(ctx: RequestContext, fetch_topic: Any) -> tuple[Any, str, Any]:
     if ctx.api_version >= 13:
         # kio reads the all-zero id as None; it names no topic and is answered as such.
         topic_id = fetch_topic.topic_id or ZERO_UUID
+        cluster = ctx.broker.cluster
+        if cluster is not None:
+            view = cluster.view.topic_by_id(topic_id)
+            name = view.name if view is not None else ""
+            return ctx.broker.catalog.get(name), name, topic_id
         topic = topic_by_id(ctx.broker, topic_id)
         return topic, (topic.name if topic else ""), topic_id
     topic = ctx.broker.catalog.get(fetch_topic.topic)
     return topic, fetch_topic.topic, (topic.topic_id if topic else None)
+
 
 
 def _read_all(
@@ -50,11 +56,13 @@ def _read_all(
         parts: list[PartitionResult] = []
         for fp in fetch_topic.partitions:
             index = fp.partition
-            if topic is None or not 0 <= index < len(topic.partitions):
-                parts.append(PartitionResult(index, missing, -1, -1, -1, b""))
+            plog, code = data_partition(ctx.broker, topic, name, index)
+            if plog is None:
+                if code == errors.UNKNOWN_TOPIC_OR_PARTITION:
+                    code = missing
+                parts.append(PartitionResult(index, code, -1, -1, -1, b""))
                 failed = True
                 continue
-            plog = topic.partitions[index]
             logs.append(plog)
             end = plog.end_offset
             start = plog.start_offset

@@ -1,14 +1,23 @@
 """FindCoordinator (API key 10), versions 0-6; v4+ carries a batch of keys.
 
-A single node coordinates every group and transactional id: the answer is always us.
+A single node coordinates every group and transactional id: the answer is always us. In a
+cluster it is the leader of the key's partition of __consumer_offsets, which is created
+when first needed, as Kafka does.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.coordinator.offsets_codec import partition_for
 from chronik.protocol import errors
+
+log = logging.getLogger("chronik.coordinator")
+OFFSETS_TOPIC = "__consumer_offsets"
+# How long a FindCoordinator that creates __consumer_offsets waits for its leaders.
+CREATE_WAIT_MS = 3000
 
 API_KEY = 10
 VERSIONS = (0, 6)
@@ -17,23 +26,51 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
-        code, message = errors.INVALID_REQUEST, f"unknown key type {key_type}"
-    else:
-        code, message = errors.NONE, None
-    node = dict(
-        node_id=broker.node_id if code == errors.NONE else -1,
-        host=broker.host if code == errors.NONE else "",
-        port=broker.port if code == errors.NONE else -1,
+def _answer(code: int, message: str | None, node: Any = None) -> dict[str, Any]:
+    return dict(
+        node_id=node.node_id if node is not None else -1,
+        host=node.host if node is not None else "",
+        port=node.port if node is not None else -1,
         error_code=code,
         error_message=message,
     )
+
+
+async def _locate(broker: Any, key: str) -> dict[str, Any]:
+    """In a cluster: the leader of the key's __consumer_offsets partition."""
+    cluster = broker.cluster
+    count = cluster.partition_count(OFFSETS_TOPIC)
+    if count is None:
+        try:
+            await cluster.ensure_offsets_topic(CREATE_WAIT_MS)
+        except Exception as exc:
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+        count = cluster.partition_count(OFFSETS_TOPIC)
+        if count is None:
+            return _answer(errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+    leader = cluster.leader_of(OFFSETS_TOPIC, partition_for(key, count))
+    node = cluster.broker_info(leader) if leader >= 0 else None
+    if node is None:
+        return _answer(errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+    return _answer(errors.NONE, None, node)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+    keys = request.coordinator_keys if ctx.api_version >= 4 else [request.key]
+    answers = []
+    for key in keys:
+        if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+            answers.append(_answer(errors.INVALID_REQUEST, f"unknown key type {key_type}"))
+        elif broker.cluster is not None:
+            answers.append(await _locate(broker, key))
+        else:
+            answers.append(_answer(errors.NONE, None, broker))
     if ctx.api_version >= 4:
         coordinators = tuple(
-            ctx.build("Coordinator", key=key, **node) for key in request.coordinator_keys
+            ctx.build("Coordinator", key=key, **answer)
+            for key, answer in zip(keys, answers, strict=True)
         )
         return ctx.build("FindCoordinatorResponse", throttle_time=0, coordinators=coordinators)
-    return ctx.build("FindCoordinatorResponse", throttle_time=0, **node)
+    return ctx.build("FindCoordinatorResponse", throttle_time=0, **answers[0])

@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
             continue
         responses.append(
-            topic_configs.apply(ctx, resource, set_configs, delete, request.validate_only)
+            await topic_configs.apply(ctx, resource, set_configs, delete, request.validate_only)
         )
     return ctx.build("IncrementalAlterConfigsResponse", throttle_time=0, responses=tuple(responses))
 
@@ -58,8 +58,7 @@ def _changes(ctx: RequestContext, resource: Any) -> tuple[dict[str, str], list[s
         raise _Refused(errors.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     current: dict[str, str] = {}
     if resource.resource_type == topic_configs.TOPIC:
-        topic = ctx.broker.catalog.get(resource.resource_name)
-        current = dict(topic.configs) if topic is not None else {}
+        current = topic_configs.current(ctx.broker, resource.resource_name) or {}
     set_configs: dict[str, str] = {}
     delete: list[str] = []
     for c in resource.configs:

@@ -33,10 +33,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             producer_id=-1,
             producer_epoch=-1,
         )
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        producer_id = ctx.broker.producer_ids.allocate()
+    else:
+        try:
+            producer_id = await cluster.allocate_producer_id()
+        except Exception as exc:  # ZooKeeper unreachable: the client retries
+            log.warning("no producer id block from ZooKeeper: %s", exc)
+            return ctx.build(
+                "InitProducerIdResponse",
+                throttle_time=0,
+                error_code=errors.COORDINATOR_NOT_AVAILABLE,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
     return ctx.build(
         "InitProducerIdResponse",
         throttle_time=0,
         error_code=errors.NONE,
-        producer_id=ctx.broker.producer_ids.allocate(),
+        producer_id=producer_id,
         producer_epoch=0,
     )

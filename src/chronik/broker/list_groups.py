@@ -5,14 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.protocol import errors
 
 API_KEY = 16
 VERSIONS = (0, 5)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    listed = ctx.broker.coordinator.list_groups(
+    coordinator = ctx.broker.coordinator
+    # Only the groups of the __consumer_offsets partitions this broker serves; while one
+    # is being loaded the listing is incomplete, which Kafka says with an error.
+    code = coordinator.listing_error()
+    listed = coordinator.list_groups(
         getattr(request, "states_filter", ()) or (),
         getattr(request, "types_filter", ()) or (),
     )
@@ -26,4 +29,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for group_id, protocol_type, state in listed
     )
-    return ctx.build("ListGroupsResponse", throttle_time=0, error_code=errors.NONE, groups=groups)
+    return ctx.build("ListGroupsResponse", throttle_time=0, error_code=code, groups=groups)

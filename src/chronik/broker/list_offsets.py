@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.topics import data_partition, leader_epoch
 from chronik.protocol import errors
 from chronik.records.reader import CorruptRecords
 
@@ -49,12 +50,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in wanted.partitions:
             index = p.partition_index
-            if topic is None or not 0 <= index < len(topic.partitions):
-                code, ts, offset = errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+            plog, code = data_partition(ctx.broker, topic, wanted.name, index)
+            if plog is None:
+                ts, offset = -1, -1
             else:
-                code = errors.NONE
                 try:
-                    ts, offset = _lookup(topic.partitions[index], p.timestamp)
+                    ts, offset = _lookup(plog, p.timestamp)
                 except CorruptRecords as exc:
                     # A client sealed undecodable records with a valid CRC; the lookup
                     # cannot see past them.
@@ -68,7 +69,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     timestamp=ts,
                     offset=offset,
                     old_style_offsets=(offset,) if offset >= 0 else (),
-                    leader_epoch=0 if code == errors.NONE else -1,
+                    leader_epoch=leader_epoch(ctx.broker, wanted.name, index)
+                    if code == errors.NONE
+                    else -1,
                 )
             )
         topics.append(

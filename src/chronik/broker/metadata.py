@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.topics import get_or_create, is_internal
+from chronik.broker.topics import cluster_get_or_create, get_or_create, is_internal
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID
 
@@ -23,7 +23,45 @@ def _names_by_id(wanted: Any) -> bool:
     return wanted.name is None or (topic_id is not None and topic_id != ZERO_UUID)
 
 
+def _cluster_partitions(ctx: RequestContext, name: str) -> tuple[Any, ...]:
+    """Each partition as the cluster has it: a partition whose leader's broker is down has
+    leader -1 and LEADER_NOT_AVAILABLE, and its dead replicas are offline."""
+    view = ctx.broker.cluster.view
+    topic = view.topics.get(name)
+    if topic is None:
+        return ()
+    live = view.brokers
+    entries = []
+    for index in range(topic.partition_count):
+        replicas = topic.assignment.replicas.get(index, [])
+        state = topic.states.get(index)
+        leader = view.leader_of(name, index)
+        entries.append(
+            ctx.build(
+                "MetadataResponsePartition",
+                error_code=errors.NONE if leader >= 0 else errors.LEADER_NOT_AVAILABLE,
+                partition_index=index,
+                leader_id=leader,
+                leader_epoch=state.leader_epoch if state is not None else -1,
+                replica_nodes=tuple(replicas),
+                isr_nodes=tuple(state.isr) if state is not None else (),
+                offline_replicas=tuple(r for r in replicas if r not in live),
+            )
+        )
+    return tuple(entries)
+
+
 def _topic_entry(ctx: RequestContext, topic: Any) -> Any:
+    if ctx.broker.cluster is not None:
+        return ctx.build(
+            "MetadataResponseTopic",
+            error_code=errors.NONE,
+            name=topic.name,
+            topic_id=topic.assignment.topic_id,
+            is_internal=is_internal(topic.name),
+            partitions=_cluster_partitions(ctx, topic.name),
+            topic_authorized_operations=OPERATIONS_OMITTED,
+        )
     node = ctx.broker.node_id
     partitions = tuple(
         ctx.build(
@@ -69,9 +107,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         requested = None  # v0 has no null: an empty list means every topic
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
     entries = []
+    topics = catalog.topics if broker.cluster is None else broker.cluster.view.topics
     if requested is None:
         entries = [
-            _topic_entry(ctx, t) for t in sorted(catalog.topics.values(), key=lambda t: t.name)
+            _topic_entry(ctx, t) for t in sorted(topics.values(), key=lambda t: t.name)
         ]
     elif ctx.api_version < TOPIC_IDS_FROM and any(_names_by_id(t) for t in requested):
         # Kafka refuses such a request as a whole: every topic INVALID_REQUEST, a null
@@ -96,13 +135,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if name is None and topic_id is not None and topic_id != ZERO_UUID:
                 from chronik.broker.topics import topic_by_id
 
-                topic = topic_by_id(broker, topic_id)
+                topic = (
+                    topic_by_id(broker, topic_id)
+                    if broker.cluster is None
+                    else broker.cluster.view.topic_by_id(topic_id)
+                )
                 if topic is None:
                     entries.append(_missing(ctx, None, errors.UNKNOWN_TOPIC_ID, topic_id))
                 else:
                     entries.append(_topic_entry(ctx, topic))
                 continue
-            topic = get_or_create(broker, name, allow_auto)
+            if broker.cluster is not None:
+                topic = await cluster_get_or_create(broker, name, allow_auto)
+            else:
+                topic = get_or_create(broker, name, allow_auto)
             if topic is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 if not _valid_name(name):
@@ -110,21 +156,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 entries.append(_missing(ctx, name, code))
             else:
                 entries.append(_topic_entry(ctx, topic))
-    brokers = (
-        ctx.build(
-            "MetadataResponseBroker",
-            node_id=broker.node_id,
-            host=broker.host,
-            port=broker.port,
-            rack=None,
-        ),
+    if broker.cluster is not None:
+        members = [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.live_brokers()]
+        controller = broker.cluster.controller_id()
+    else:
+        members = [(broker.node_id, broker.host, broker.port, None)]
+        controller = broker.node_id
+    brokers = tuple(
+        ctx.build("MetadataResponseBroker", node_id=node, host=host, port=port, rack=rack)
+        for node, host, port, rack in members
     )
     return ctx.build(
         "MetadataResponse",
         throttle_time=0,
         brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller,
         topics=tuple(entries),
         cluster_authorized_operations=OPERATIONS_OMITTED,
     )

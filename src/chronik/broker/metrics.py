@@ -153,9 +153,10 @@ class Metrics:
         for group_id, group in sorted(groups.items()):
             for (topic_name, index), committed in sorted(getattr(group, "offsets", {}).items()):
                 topic = catalog.get(topic_name)
-                if topic is None or not 0 <= index < len(topic.partitions):
+                plog = None if topic is None else topic.log(index)
+                if plog is None:  # in a cluster: a partition another broker stores
                     continue
-                lag = max(topic.partitions[index].end_offset - committed.offset, 0)
+                lag = max(plog.end_offset - committed.offset, 0)
                 lines.append(
                     f'chronik_consumer_group_lag{{group="{_label(group_id)}",'
                     f'topic="{_label(topic_name)}",partition="{index}"}} {lag}'

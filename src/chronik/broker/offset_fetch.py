@@ -10,6 +10,7 @@ from chronik.coordinator.committed_offsets import FetchedOffset
 API_KEY = 9
 VERSIONS = (1, 9)
 MULTI_GROUP_FROM = 8
+TOP_LEVEL_ERROR_FROM = 2
 
 
 def _topics(ctx: RequestContext, fetched: list[FetchedOffset], topic_cls: str, part_cls: str):
@@ -62,7 +63,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = request.topics
     if ctx.api_version < 2 and not topics:
         topics = ()  # v1 has no "all topics" form
-    code, fetched = coordinator.fetch_offsets(request.group_id, _wanted(topics))
+    wanted = _wanted(topics)
+    code, fetched = coordinator.fetch_offsets(request.group_id, wanted)
+    if code and ctx.api_version < TOP_LEVEL_ERROR_FROM:
+        # No top-level error before v2: each partition asked for carries it (Kafka's
+        # OffsetFetchRequest.getErrorResponse).
+        fetched = [
+            FetchedOffset(t, p, -1, -1, "", code)
+            for t, partitions in wanted or ()
+            for p in partitions
+        ]
     return ctx.build(
         "OffsetFetchResponse",
         throttle_time=0,

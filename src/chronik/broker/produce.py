@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.topics import INTERNAL_TOPICS
+from chronik.broker.topics import INTERNAL_TOPICS, data_partition
 from chronik.protocol import errors
 from chronik.protocol.produce_response import (
     PartitionResult,
@@ -52,14 +52,14 @@ async def handle(
             if acks not in (-1, 0, 1):
                 partitions.append(_error(index, errors.INVALID_REQUIRED_ACKS))
                 continue
-            if topic is None or not 0 <= index < len(topic.partitions):
-                partitions.append(_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+            partition_log, code = data_partition(broker, topic, name, index)
+            if partition_log is None:
+                partitions.append(_error(index, code))
                 continue
             if name in INTERNAL_TOPICS:  # Kafka refuses client appends to them
                 message = f"Cannot append to internal topic {name}"
                 partitions.append(_error(index, errors.INVALID_TOPIC_EXCEPTION, message))
                 continue
-            partition_log = topic.partitions[index]
             records = part.records
             try:
                 if records is None:

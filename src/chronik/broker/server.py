@@ -40,17 +40,29 @@ FLUSH_CHECK_SECONDS = 1.0
 STOP_DRAIN_SECONDS = 10.0
 
 
-def _load_cluster_id(data_dir: Path) -> str:
-    """Kafka keeps the cluster id in meta.properties; so does chronik."""
+def _read_cluster_id(data_dir: Path) -> str | None:
     path = data_dir / "meta.properties"
     if path.exists():
         for line in path.read_text().splitlines():
             if line.startswith("cluster.id="):
                 return line.split("=", 1)[1].strip()
-    cluster_id = uuid.uuid4().hex[:22]
+    return None
+
+
+def _write_meta_properties(data_dir: Path, cluster_id: str, node_id: int | None) -> None:
+    path = data_dir / "meta.properties"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"version=1\ncluster.id={cluster_id}\n")
+    broker = f"broker.id={node_id}\n" if node_id is not None else ""
+    tmp.write_text(f"version=1\ncluster.id={cluster_id}\n{broker}")
     os.replace(tmp, path)
+
+
+def _load_cluster_id(data_dir: Path) -> str:
+    """Kafka keeps the cluster id in meta.properties; so does chronik."""
+    cluster_id = _read_cluster_id(data_dir)
+    if cluster_id is None:
+        cluster_id = uuid.uuid4().hex[:22]
+        _write_meta_properties(data_dir, cluster_id, None)
     return cluster_id
 
 
@@ -75,6 +87,8 @@ class Broker:
         self.committer: GroupCommitter
         self.producer_ids: ProducerIdAllocator
         self.coordinator: Any = None
+        # chronik.cluster.node.ClusterNode in cluster mode (zookeeper.connect), else None.
+        self.cluster: Any = None
         self.metrics = Metrics(self)
         self.metrics_listen = metrics_listen
         self.metrics_port: int | None = None
@@ -95,9 +109,12 @@ class Broker:
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = _load_cluster_id(self.data_dir)
+        if self.config.clustered:
+            await self._connect_cluster()
+        else:
+            self.cluster_id = _load_cluster_id(self.data_dir)
         for key in self.config.ignored_keys():
-            log.warning("config %s is accepted but has no effect on a single-node chronik", key)
+            log.warning("config %s is accepted but has no effect on chronik", key)
         # Raised first: the log file cache and max.connections are sized from it.
         nofile = raise_nofile_limit()
         open_files = FILES.configure(self.config.log_open_files_max)
@@ -127,6 +144,10 @@ class Broker:
             self.config.max_connections_per_ip,
             self.config.max_connections_per_ip_overrides,
         )
+        if self.cluster is not None:
+            # Joined once the port is known (it is registered) and before any request is
+            # taken: the first requests already see the cluster.
+            await self.cluster.start()
         self._listener.start()
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
@@ -165,11 +186,30 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.cluster is not None:
+            # Closing the session removes this broker's registration at once, so the
+            # controller marks its partitions offline now rather than after the timeout.
+            await self.cluster.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()
         await self.metrics.close()
         self.catalog.close()
         log.info("chronik broker stopped")
+
+    async def _connect_cluster(self) -> None:
+        from chronik.cluster.node import ClusterNode
+
+        self.cluster = ClusterNode(self)
+        local = _read_cluster_id(self.data_dir)
+        self.cluster_id = await self.cluster.connect(local)
+        if local is not None and local != self.cluster_id:
+            await self.cluster.stop()
+            raise RuntimeError(
+                f"the cluster id in ZooKeeper ({self.cluster_id}) is not the one in "
+                f"{self.data_dir / 'meta.properties'} ({local}): this data directory belongs "
+                "to another cluster"
+            )
+        _write_meta_properties(self.data_dir, self.cluster_id, self.node_id)
 
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -201,7 +241,7 @@ class Broker:
             await asyncio.sleep(interval)
             now = self.now_ms()
             for topic in list(self.catalog.topics.values()):
-                for partition_log in topic.partitions:
+                for partition_log in topic.local_logs():
                     if self._stopping:
                         return
                     if partition_log.closed:  # deleted while an earlier pass ran
@@ -243,7 +283,7 @@ class Broker:
             for topic in list(self.catalog.topics.values()):
                 if topic.log_config.flush_interval_ms >= 2**63 - 1:
                     continue
-                for partition_log in topic.partitions:
+                for partition_log in topic.local_logs():
                     try:
                         partition_log.maybe_flush(now)
                     except Exception:

@@ -12,7 +12,16 @@ TOPIC = 2
 BROKER = 4
 
 
-def apply(
+def current(broker: Any, name: str) -> dict[str, str] | None:
+    """A topic's config overrides (None: no such topic): in a cluster, as ZooKeeper has
+    them, since this broker may store none of the topic's partitions."""
+    if broker.cluster is not None:
+        return broker.cluster.topic_configs(name)
+    topic = broker.catalog.get(name)
+    return None if topic is None else dict(topic.configs)
+
+
+async def apply(
     ctx: RequestContext,
     resource: Any,
     set_configs: dict[str, str],
@@ -23,16 +32,23 @@ def apply(
     """Apply one resource's changes; returns the kio resource result."""
     code, message = errors.NONE, None
     catalog = ctx.broker.catalog
+    cluster = ctx.broker.cluster
     if resource.resource_type == TOPIC:
-        topic = catalog.get(resource.resource_name)
-        if topic is None:
+        configs = current(ctx.broker, resource.resource_name)
+        if configs is None:
             code, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist"
         else:
             try:
                 validate_topic_configs(set_configs)
                 if replace:
-                    delete = [k for k in topic.configs if k not in set_configs]
-                if not validate_only:
+                    delete = [k for k in configs if k not in set_configs]
+                if cluster is not None:
+                    new = {k: v for k, v in configs.items() if k not in delete}
+                    new.update(set_configs)
+                    validate_topic_configs(new)
+                    if not validate_only:
+                        await cluster.set_topic_configs(resource.resource_name, new)
+                elif not validate_only:
                     catalog.alter_topic_configs(resource.resource_name, set_configs, delete)
             except Exception as exc:
                 code = getattr(exc, "code", None)

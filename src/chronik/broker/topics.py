@@ -75,3 +75,51 @@ def topic_by_id(broker: Broker, topic_id: Any) -> Any | None:
         if topic.topic_id == topic_id:
             return topic
     return None
+
+
+def data_partition(broker: Broker, topic: Any, name: str, index: int) -> tuple[Any, int]:
+    """The log a data request (Produce, Fetch, ListOffsets, DeleteRecords) for partition
+    ``index`` of ``name`` reads or writes, with error 0; or None and the error code: in a
+    cluster NOT_LEADER_OR_FOLLOWER when another broker leads it (or nobody does)."""
+    from chronik.protocol import errors
+
+    if broker.cluster is not None:
+        code = broker.cluster.partition_error(name, index)
+        if code != errors.NONE:
+            return None, code
+        return broker.cluster.local_log(name, index), errors.NONE
+    if topic is None or not 0 <= index < len(topic.partitions):
+        return None, errors.UNKNOWN_TOPIC_OR_PARTITION
+    return topic.partitions[index], errors.NONE
+
+
+def leader_epoch(broker: Broker, name: str, index: int) -> int:
+    """The partition's leader epoch: the controller's count in a cluster, 0 on one node."""
+    if broker.cluster is None:
+        return 0
+    state = broker.cluster.view.state(name, index)
+    return state.leader_epoch if state is not None else -1
+
+
+# How long a Metadata request that auto-creates a topic in a cluster waits for its leaders
+# before answering LEADER_NOT_AVAILABLE (the client then asks again).
+AUTO_CREATE_WAIT_MS = 1000
+
+
+async def cluster_get_or_create(
+    broker: Broker, name: str, allow_auto_create: bool = True
+) -> Any | None:
+    """The cluster's view of the topic, created with the broker's defaults if Kafka would
+    auto-create it: any broker writes it, the controller gives it leaders."""
+    cluster = broker.cluster
+    topic = cluster.view.topics.get(name)
+    if topic is not None or not (allow_auto_create and broker.config.auto_create_topics):
+        return topic
+    try:
+        await cluster.create_topic(
+            name, broker.config.num_partitions, 1, {}, timeout_ms=AUTO_CREATE_WAIT_MS
+        )
+        log.info("auto-created topic %s with %d partitions", name, broker.config.num_partitions)
+    except Exception as exc:  # invalid name, a concurrent create, leaders still coming
+        log.info("auto-creating topic %r: %s", name, exc)
+    return cluster.view.topics.get(name)

@@ -5,6 +5,11 @@ SyncGroup answers are futures completed when the rebalance gets there; session a
 rebalance timeouts are timers on the broker's event loop. Committed offsets and group
 metadata are kept in memory and persisted as records of __consumer_offsets through
 a GroupStore, which replays them at start; the offsets themselves are CommittedOffsets'.
+
+Like Kafka's GroupMetadataManager, the coordinator serves the groups of the
+__consumer_offsets partitions it has loaded: all of them on a single node, in a cluster
+those this broker leads (load_partition / unload_partition as leadership comes and goes).
+Every API asks coordinator_error(group) first.
 """
 
 from __future__ import annotations
@@ -36,13 +41,22 @@ from chronik.coordinator.offsets_codec import (
     decode_key,
     encode_group_value,
     encode_key,
+    partition_for,
 )
-from chronik.coordinator.offsets_topic import GroupStore, OffsetsTopic, Record, store_error
+from chronik.coordinator.offsets_topic import (
+    TOPIC,
+    GroupStore,
+    OffsetsTopic,
+    Record,
+    store_error,
+)
 
 log = logging.getLogger(__name__)
 
 E = ErrorCode
 NONE = int(E.none)
+NOT_COORDINATOR = int(E.not_coordinator)
+LOAD_IN_PROGRESS = int(E.coordinator_load_in_progress)
 
 # Broker configs (Kafka's names) and the defaults used when the broker has none. Kafka
 # delays a first rebalance by 3 s to gather members; 300 ms still gathers consumers
@@ -99,8 +113,13 @@ class GroupCoordinator:
         if store is None:
             store = OffsetsTopic(broker, config)
         self.store = store
-        self._topic_partitions = topic_partitions or self._catalog_partitions
+        self._topic_partitions = topic_partitions or self._partitions_of
         self.groups: dict[str, Group] = {}
+        # __consumer_offsets partitions served, and those being loaded (each with a
+        # future its load completes, so a second load_partition waits for the first).
+        self._loaded: set[int] = set()
+        self._loading: dict[int, asyncio.Future[None]] = {}
+        self._offsets_count: int | None = None  # partitions of __consumer_offsets, last seen
         self._tasks: set[asyncio.Task[Any]] = set()
         self._retention_timer: asyncio.TimerHandle | None = None
         self._running = False
@@ -116,18 +135,118 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- lifecycle
 
+    def _cluster(self) -> Any:
+        return getattr(self.broker, "cluster", None)
+
     async def start(self) -> None:
-        for key_bytes, value, position in await self.store.replay():
-            self._replay_record(key_bytes, value, position)
-        # A topic deleted just before a crash may still have offsets in the log.
-        topics = {t for g in self.groups.values() for t, _ in g.offsets}
-        for topic in topics:
-            if self._topic_partitions(topic) is None:
-                task = self.on_topic_deleted(topic)
-                if task is not None:
-                    await task
+        """A single node loads every partition now; in a cluster the broker loads those
+        it leads, as it learns it leads them."""
+        if self._cluster() is None:
+            for key_bytes, value, position in await self.store.replay():
+                self._replay_record(key_bytes, value, position, self.groups)
+            count = self._partition_count()
+            if count:
+                self._loaded.update(range(count))
+            # A topic deleted just before a crash may still have offsets in the log. (In a
+            # cluster Kafka's coordinator too only forgets topics deleted while it runs.)
+            topics = {t for g in self.groups.values() for t, _ in g.offsets}
+            for topic in topics:
+                if self._topic_partitions(topic) is None:
+                    task = self.on_topic_deleted(topic)
+                    if task is not None:
+                        await task
         self._running = True
         self._schedule_retention()
+
+    # ---------------------------------------------------------------- ownership
+
+    def _partition_count(self) -> int | None:
+        cluster = self._cluster()
+        if cluster is not None:
+            count = cluster.partition_count(TOPIC)
+        else:
+            count = getattr(self.store, "num_partitions", None)
+        if count:
+            self._offsets_count = count
+        return count
+
+    def coordinator_error(self, group_id: str) -> int | None:
+        """None when this coordinator serves the group; COORDINATOR_LOAD_IN_PROGRESS while
+        its partition is being loaded; NOT_COORDINATOR when that partition is not ours
+        (Kafka's validateGroupStatus). A single node serves every group."""
+        if self._cluster() is None:
+            return None
+        count = self._partition_count()
+        if not count:
+            return NOT_COORDINATOR
+        partition = partition_for(group_id, count)
+        if partition in self._loading:
+            return LOAD_IN_PROGRESS
+        if partition not in self._loaded:
+            return NOT_COORDINATOR
+        return None
+
+    def listing_error(self) -> int:
+        """ListGroups' error: groups of a partition being loaded are not listed yet."""
+        return LOAD_IN_PROGRESS if self._loading else NONE
+
+    async def load_partition(self, partition: int) -> None:
+        """Replay one partition's groups and offsets from its local log, then serve them
+        (GroupMetadataManager.loadGroupsForPartition)."""
+        if partition in self._loaded:
+            return
+        pending = self._loading.get(partition)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._loading[partition] = done
+        self._partition_count()  # remembered, to unload even once the topic is gone
+        try:
+            loaded: dict[str, Group] = {}
+            replay = getattr(self.store, "replay_partition", None)
+            if replay is not None:
+                records = await replay(partition)
+            else:
+                records = [r for r in await self.store.replay() if self._in(r[0], partition)]
+            for key_bytes, value, position in records:
+                self._replay_record(key_bytes, value, position, loaded)
+            # Unloaded (or unloaded and loaded again) meanwhile: this replay is stale.
+            if self._loading.get(partition) is done:
+                self.groups.update(loaded)
+                self._loaded.add(partition)
+                log.info("%s-%d: loaded %d groups", TOPIC, partition, len(loaded))
+        except Exception as exc:
+            # The partition stays unserved (NOT_COORDINATOR); one line, no traceback storm.
+            log.error("%s-%d: groups not loaded: %s", TOPIC, partition, exc)
+        finally:
+            if self._loading.get(partition) is done:
+                del self._loading[partition]
+            done.set_result(None)
+
+    def _in(self, key_bytes: bytes, partition: int) -> bool:
+        count = self._offsets_count or self._partition_count()
+        try:
+            return bool(count) and partition_for(decode_key(key_bytes).group, count) == partition
+        except ValueError:
+            return False
+
+    def unload_partition(self, partition: int) -> None:
+        """Forget the groups of a partition this broker no longer leads: held JoinGroup and
+        SyncGroup requests are answered NOT_COORDINATOR and their timers stop, as in
+        Kafka's onGroupUnloaded. Their records stay in the log for the next leader."""
+        self._loading.pop(partition, None)
+        self._loaded.discard(partition)
+        count = self._partition_count() or self._offsets_count
+        if not count:
+            return
+        for group_id in [g for g in self.groups if partition_for(g, count) == partition]:
+            group = self.groups.pop(group_id)
+            self._cancel_timers(group)
+            group.state = GroupState.DEAD
+            for member in group.members.values():
+                self._finish_futures(member, NOT_COORDINATOR)
+        log.info("%s-%d: groups unloaded", TOPIC, partition)
 
     def release_waiters(self) -> None:
         """Answer every held JoinGroup/SyncGroup with NOT_COORDINATOR, as Kafka does when
@@ -147,21 +266,23 @@ class GroupCoordinator:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _replay_record(self, key_bytes: bytes, value: bytes | None, position: int) -> None:
+    def _replay_record(
+        self, key_bytes: bytes, value: bytes | None, position: int, groups: dict[str, Group]
+    ) -> None:
         try:
             key = decode_key(key_bytes)
             if isinstance(key, OffsetKey):
-                group = self.groups.get(key.group)
+                group = groups.get(key.group)
                 if group is None and value is not None:
-                    group = self._get_or_create(key.group)
+                    group = self._get_or_create(key.group, groups)
                 if group is not None:
                     self.offsets.replay(group, key, value, position)
             else:
                 if value is None:
-                    group = self.groups.pop(key.group, None)
+                    groups.pop(key.group, None)
                     return
                 meta = decode_group_value(value)
-                group = self._get_or_create(key.group)
+                group = self._get_or_create(key.group, groups)
                 # Members must rejoin after a restart, as with a moved Kafka coordinator.
                 group.generation = meta.generation
                 group.protocol_type = meta.protocol_type or None
@@ -174,6 +295,14 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- helpers
 
+    def _partitions_of(self, topic: str) -> int | None:
+        """A topic's partition count, to validate commits: in a cluster the local catalog
+        holds only this broker's partitions, so the cluster's view answers."""
+        cluster = self._cluster()
+        if cluster is not None:
+            return cluster.partition_count(topic)
+        return self._catalog_partitions(topic)
+
     def _catalog_partitions(self, topic: str) -> int | None:
         catalog = getattr(self.broker, "catalog", None)
         if catalog is None:
@@ -185,11 +314,13 @@ class GroupCoordinator:
         now = getattr(self.broker, "now_ms", None)
         return int(now()) if now is not None else int(time.time() * 1000)
 
-    def _get_or_create(self, group_id: str) -> Group:
-        group = self.groups.get(group_id)
+    def _get_or_create(self, group_id: str, groups: dict[str, Group] | None = None) -> Group:
+        if groups is None:
+            groups = self.groups
+        group = groups.get(group_id)
         if group is None:
             group = Group(group_id, state_timestamp=self._now_ms())
-            self.groups[group_id] = group
+            groups[group_id] = group
         return group
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -279,6 +410,9 @@ class GroupCoordinator:
             return JoinResult(int(E.not_coordinator), member_id=member_id)
         if not group_id:
             return JoinResult(int(E.invalid_group_id), member_id=member_id)
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return JoinResult(error, member_id=member_id)
         if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
             return JoinResult(int(E.invalid_session_timeout), member_id=member_id)
         if rebalance_timeout_ms <= 0:
@@ -586,8 +720,8 @@ class GroupCoordinator:
         return encode_key(GroupKey(group.group_id)), encode_group_value(self._group_value(group))
 
     async def _store_group(self, group: Group, generation: int) -> None:
-        if group.generation != generation:
-            return
+        if group.generation != generation or group.state is GroupState.DEAD:
+            return  # moved on, deleted or unloaded meanwhile
         record = self._group_record(group)
         try:
             await self.store.write(group.group_id, [record])
@@ -608,6 +742,13 @@ class GroupCoordinator:
     ) -> SyncResult:
         if self._closing:
             return SyncResult(int(E.not_coordinator))
+        error = self.coordinator_error(group_id)
+        if error == LOAD_IN_PROGRESS:
+            # Kafka: the rebalance state was lost with the old coordinator, so the member
+            # rejoins; older clients do not expect COORDINATOR_LOAD_IN_PROGRESS here.
+            return SyncResult(int(E.rebalance_in_progress))
+        if error is not None:
+            return SyncResult(error)
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(int(E.unknown_member_id))
@@ -674,6 +815,10 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None
     ) -> int:
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            # Kafka answers a heartbeat to a group being loaded blindly.
+            return NONE if error == LOAD_IN_PROGRESS else error
         group = self.groups.get(group_id)
         if group is None:
             return int(E.unknown_member_id)
@@ -696,6 +841,9 @@ class GroupCoordinator:
     def leave_group(
         self, group_id: str, leaving: list[tuple[str, str | None]]
     ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error, []
         group = self.groups.get(group_id)
         if group is None:
             return NONE, [(m, i, int(E.unknown_member_id)) for m, i in leaving]
@@ -763,6 +911,9 @@ class GroupCoordinator:
         """One error code per commit, in order."""
         if not group_id:
             return [int(E.invalid_group_id)] * len(commits)
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return [error] * len(commits)
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0:
@@ -776,11 +927,17 @@ class GroupCoordinator:
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None
     ) -> tuple[int, list[FetchedOffset]]:
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error, []
         return NONE, self.offsets.fetch(group_id, topics)
 
     async def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[int, list[int]]:
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error, []
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return int(E.group_id_not_found), []
@@ -828,6 +985,9 @@ class GroupCoordinator:
         ]
 
     def describe_group(self, group_id: str) -> GroupSummary:
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return GroupSummary(group_id, error, "", "", "", [])  # Kafka's "no state"
         group = self.groups.get(group_id)
         if group is None:
             return GroupSummary(group_id, NONE, GroupState.DEAD.value, "", "", [])
@@ -855,6 +1015,10 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: list[str]) -> list[int]:
         errors = []
         for group_id in group_ids:
+            error = self.coordinator_error(group_id)
+            if error is not None:
+                errors.append(error)
+                continue
             group = self.groups.get(group_id)
             if group is None or group.state is GroupState.DEAD:
                 errors.append(int(E.group_id_not_found))
@@ -870,8 +1034,9 @@ class GroupCoordinator:
             try:
                 await self.store.write(group_id, records)
             except Exception as exc:
-                # Still there on disk, so still there in memory: an empty group again.
-                if group_id not in self.groups:
+                # Still there on disk, so still there in memory: an empty group again
+                # (unless its partition was unloaded meanwhile).
+                if group_id not in self.groups and self.coordinator_error(group_id) is None:
                     group.offsets, group.offset_positions = kept
                     group.state = GroupState.EMPTY
                     self.groups[group_id] = group

@@ -3,6 +3,10 @@
 A group's records all go to partition abs(javaHash(group)) % offsets.topic.num.partitions,
 so one group's history is one ordered log; a record's offset is its position there.
 Key and value formats are in chronik.coordinator.offsets_codec.
+
+On a single node this broker creates the topic and holds every partition. In a cluster
+the controller creates it and this broker holds only the partitions it leads (the others
+are None in the catalog): a group whose partition is not here is NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ def store_error(exc: Exception, group_id: str, what: str, *, commit: bool = Fals
 TOPIC = "__consumer_offsets"
 READ_CHUNK = 1 << 20
 
+
+class NotCoordinator(Exception):
+    """The group's __consumer_offsets partition is not led by this broker."""
+
+    code = _NOT_COORDINATOR
+
 # A key and a value (None: tombstone), both encoded by offsets_codec.
 Record = tuple[bytes, bytes | None]
 
@@ -77,6 +87,9 @@ class OffsetsTopic:
         # Appends to one partition are serialized so positions match the order we assign.
         self._locks: dict[int, asyncio.Lock] = {}
 
+    def _cluster(self) -> Any:
+        return getattr(self.broker, "cluster", None)
+
     async def _ensure_topic(self) -> Any:
         if self._topic is not None:
             return self._topic
@@ -96,41 +109,40 @@ class OffsetsTopic:
         self.num_partitions = len(topic.partitions)
         return topic
 
+    def partition_count(self) -> int | None:
+        """Partitions of __consumer_offsets: the cluster's count, or this node's."""
+        cluster = self._cluster()
+        if cluster is None:
+            return self.num_partitions
+        return cluster.partition_count(TOPIC)
+
+    def _local_log(self, partition: int) -> Any:
+        """The local log of one partition, or None when it is not stored here. In a
+        cluster the topic is the controller's to create, and may not exist yet."""
+        topic = self.broker.catalog.get(TOPIC)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return None
+        return topic.partitions[partition]
+
     async def replay(self) -> list[tuple[bytes, bytes | None, int]]:
         topic = await self._ensure_topic()
         out: list[tuple[bytes, bytes | None, int]] = []
         for plog in topic.partitions:
-            offset = plog.start_offset
-            while offset < plog.end_offset:
-                data = plog.read(offset, READ_CHUNK)
-                if inspect.isawaitable(data):
-                    data = await data
-                if not data:
-                    break
-                progressed = False
-                for pos, header in iter_batches(data):
-                    if header.last_offset < offset:
-                        continue
-                    progressed = True
-                    if not header.is_control:
-                        batch = bytes(data[pos : pos + header.size])
-                        try:
-                            for rec in iter_records(batch):
-                                if rec.offset >= offset and rec.key is not None:
-                                    out.append((rec.key, rec.value, rec.offset))
-                        except CorruptRecords as exc:
-                            # One bad batch must not keep the broker from starting.
-                            log.warning("%s: skipping batch at %d: %s", TOPIC, offset, exc)
-                    offset = header.last_offset + 1
-                if not progressed:
-                    log.warning("%s: cannot read past offset %d", TOPIC, offset)
-                    break
+            if plog is not None:
+                out.extend(await _read_log(plog))
         return out
 
+    async def replay_partition(self, partition: int) -> list[tuple[bytes, bytes | None, int]]:
+        """Every (key, value, position) of one partition, from its local log."""
+        if self._cluster() is None:
+            await self._ensure_topic()
+        plog = self._local_log(partition)
+        if plog is None:
+            raise NotCoordinator(f"{TOPIC}-{partition} is not stored on this broker")
+        return await _read_log(plog)
+
     async def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
-        topic = await self._ensure_topic()
-        index = partition_for(group_id, self.num_partitions)
-        plog = topic.partitions[index]
+        index, plog = await self._log_for(group_id)
         now = self.broker.now_ms()
         batch = bytearray(builder.build_batch([builder.Record(now, k, v) for k, v in records]))
         lock = self._locks.setdefault(index, asyncio.Lock())
@@ -140,3 +152,50 @@ class OffsetsTopic:
                 result = await result
         await self.broker.committer.sync(plog)
         return int(result.last_offset)
+
+    async def _log_for(self, group_id: str) -> tuple[int, Any]:
+        cluster = self._cluster()
+        if cluster is None:
+            topic = await self._ensure_topic()
+            index = partition_for(group_id, self.num_partitions)
+            return index, topic.partitions[index]
+        count = cluster.partition_count(TOPIC)
+        index = partition_for(group_id, count) if count else -1
+        plog = self._local_log(index)
+        # As Kafka's append to a partition this broker no longer leads: the client looks
+        # the coordinator up again.
+        if plog is None or not cluster.is_local_leader(TOPIC, index):
+            raise NotCoordinator(f"group {group_id}: {TOPIC}-{index} is not led here")
+        return index, plog
+
+
+async def _read_log(plog: Any) -> list[tuple[bytes, bytes | None, int]]:
+    out: list[tuple[bytes, bytes | None, int]] = []
+    offset = plog.start_offset
+    while offset < plog.end_offset:
+        data = plog.read(offset, READ_CHUNK)
+        if inspect.isawaitable(data):
+            data = await data
+        if not data:
+            break
+        # A partition loaded while the broker serves others must not stall them.
+        await asyncio.sleep(0)
+        progressed = False
+        for pos, header in iter_batches(data):
+            if header.last_offset < offset:
+                continue
+            progressed = True
+            if not header.is_control:
+                batch = bytes(data[pos : pos + header.size])
+                try:
+                    for rec in iter_records(batch):
+                        if rec.offset >= offset and rec.key is not None:
+                            out.append((rec.key, rec.value, rec.offset))
+                except CorruptRecords as exc:
+                    # One bad batch must not keep the broker from starting.
+                    log.warning("%s: skipping batch at %d: %s", TOPIC, offset, exc)
+            offset = header.last_offset + 1
+        if not progressed:
+            log.warning("%s: cannot read past offset %d", TOPIC, offset)
+            break
+    return out

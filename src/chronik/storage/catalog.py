@@ -1,8 +1,10 @@
 # The topics on disk. Layout under the data directory:
 #   {topic}-{partition}/     one partition log each (chronik.storage.partition_log)
 #   .meta/{topic}.json       {"name": str, "topic_id": uuid str, "partitions": int,
-#                             "configs": {topic config overrides}}, replaced atomically
-#                             (write tmp, fsync, rename, fsync dir)
+#                             "configs": {topic config overrides},
+#                             "local": [int, ...] (cluster mode only: the partitions
+#                             stored on this broker; absent: all of them)}, replaced
+#                             atomically (write tmp, fsync, rename, fsync dir)
 # The .meta file is the truth: a partition directory without one (a deletion cut short
 # by a crash, or a creation) is removed at load, if it holds only files chronik writes
 # there (segments, indexes, snapshots and their temporary .cleaned/.swap/.tmp copies), as
@@ -89,11 +91,22 @@ class Topic:
     topic_id: uuid.UUID
     configs: dict[str, str]
     log_config: LogConfig
-    partitions: list[PartitionLog] = field(default_factory=list)
+    # Indexed by partition. In cluster mode the partitions stored on other brokers are
+    # None; on a single node every entry is a log.
+    partitions: list[PartitionLog | None] = field(default_factory=list)  # type: ignore[assignment]
+    sparse: bool = False
 
     @property
     def is_internal(self) -> bool:
         return self.name.startswith("__")
+
+    def local_logs(self) -> list[PartitionLog]:
+        return [log for log in self.partitions if log is not None]
+
+    def log(self, partition: int) -> PartitionLog | None:
+        if 0 <= partition < len(self.partitions):
+            return self.partitions[partition]
+        return None
 
 
 def run_steps(steps: Generator[None, None, Topic]) -> Topic:
@@ -132,8 +145,13 @@ class Catalog:
             name = meta["name"]
             log_config = LogConfig.from_configs(self.broker_configs, meta["configs"])
             topic = Topic(name, uuid.UUID(meta["topic_id"]), dict(meta["configs"]), log_config)
+            local = meta.get("local")
+            topic.sparse = local is not None
+            wanted = set(range(meta["partitions"]) if local is None else local)
             topic.partitions = [
                 PartitionLog.open(self._partition_dir(name, p), log_config)
+                if p in wanted
+                else None
                 for p in range(meta["partitions"])
             ]
             self.topics[name] = topic
@@ -150,7 +168,7 @@ class Catalog:
             if not m:
                 continue
             topic = self.topics.get(m.group(1))
-            orphan = topic is None or int(m.group(2)) >= len(topic.partitions)
+            orphan = topic is None or topic.log(int(m.group(2))) is None
             if orphan and all(_LOG_FILE.match(f.name) for f in entry.iterdir()):
                 shutil.rmtree(entry, ignore_errors=True)
 
@@ -159,7 +177,7 @@ class Catalog:
         error) are named in one log line and recovered at the next start."""
         unclean: list[tuple[str, str]] = []
         for topic in self.topics.values():
-            for log in topic.partitions:
+            for log in topic.local_logs():
                 problem = log.close()
                 if problem is not None:
                     unclean.append((log.name, problem))
@@ -181,11 +199,12 @@ class Catalog:
 
     def partition(self, name: str, partition: int) -> PartitionLog:
         topic = self.topics.get(name)
-        if topic is None or not 0 <= partition < len(topic.partitions):
+        log = None if topic is None else topic.log(partition)
+        if log is None:
             raise UnknownTopicOrPartition(
                 f"This server does not host this topic-partition: {name}-{partition}"
             )
-        return topic.partitions[partition]
+        return log
 
     def _partition_dir(self, name: str, partition: int) -> Path:
         return self.data_dir / f"{name}-{partition}"
@@ -193,7 +212,7 @@ class Catalog:
     @property
     def partition_count(self) -> int:
         """Partitions of every topic, counting those being created now."""
-        existing = sum(len(t.partitions) for t in self.topics.values())
+        existing = sum(len(t.local_logs()) for t in self.topics.values())
         return existing + sum(self._changing.values())
 
     def _check_partition_limit(self, name: str, adding: int) -> None:
@@ -284,7 +303,7 @@ class Catalog:
         meta = self._meta / f"{name}.json"
         meta.unlink(missing_ok=True)
         _fsync_dir(self._meta)
-        for log in topic.partitions:
+        for log in topic.local_logs():
             log.delete()
 
     def create_partitions(self, name: str, total: int, *, validate_only: bool = False) -> Topic:
@@ -366,7 +385,7 @@ class Catalog:
                 f"Configs of '{name}' not changed: {_reason(exc)}"
             ) from None
         topic.log_config = log_config
-        for log in topic.partitions:
+        for log in topic.local_logs():
             log.update_config(log_config)
         return topic
 
@@ -375,8 +394,51 @@ class Catalog:
         self.broker_configs.update(configs)
         for topic in self.topics.values():
             topic.log_config = LogConfig.from_configs(self.broker_configs, topic.configs)
-            for log in topic.partitions:
+            for log in topic.local_logs():
                 log.update_config(topic.log_config)
+
+    # -- cluster mode: the partitions the cluster assigns to this broker --------------------------
+    def ensure_replica(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        total: int,
+        partition: int,
+        configs: Mapping[str, str],
+    ) -> PartitionLog:
+        """Store partition ``partition`` of a cluster topic here (its log opened or created),
+        the topic known to have ``total`` partitions. A local topic of the same name with
+        another id is an earlier topic, deleted while this broker was away: it goes first."""
+        topic = self.topics.get(name)
+        if topic is not None and topic.topic_id != topic_id:
+            self.delete_topic(name)
+            topic = None
+        if topic is None:
+            validate_topic_name(name)
+            configs = dict(configs)
+            topic = Topic(name, topic_id, configs, LogConfig.from_configs(self.broker_configs,
+                                                                        configs), sparse=True)
+            self._meta.mkdir(parents=True, exist_ok=True)
+        if len(topic.partitions) < total:
+            topic.partitions.extend([None] * (total - len(topic.partitions)))
+        log = topic.partitions[partition]
+        if log is not None:
+            return log
+        try:
+            log = self._new_partition(name, partition, topic.log_config)
+        except OSError as exc:
+            raise KafkaStorageError(f"Partition {name}-{partition} not created: {_reason(exc)}"
+                                    ) from None
+        topic.partitions[partition] = log
+        try:
+            self._write_meta(topic)
+        except OSError as exc:
+            topic.partitions[partition] = None
+            log.delete()
+            raise KafkaStorageError(f"Partition {name}-{partition} not created: {_reason(exc)}"
+                                    ) from None
+        self.topics[name] = topic
+        return log
 
     def _write_meta(self, topic: Topic) -> None:
         meta = {
@@ -385,6 +447,8 @@ class Catalog:
             "partitions": len(topic.partitions),
             "configs": topic.configs,
         }
+        if topic.sparse:
+            meta["local"] = [p for p, log in enumerate(topic.partitions) if log is not None]
         path = self._meta / f"{topic.name}.json"
         tmp = path.with_name(path.name + ".tmp")
         try:

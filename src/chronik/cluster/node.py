@@ -1,0 +1,629 @@
+"""This broker as a member of a cluster: its ZooKeeper session and registration, the
+cluster view the handlers read, the controller it may become, the partitions it stores,
+and the admin changes any broker can make (as Kafka's brokers do in ZooKeeper mode:
+the broker that takes a CreateTopics request writes the assignment, the controller
+elects the leaders).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from chronik.cluster import znodes
+from chronik.cluster.controller import Controller
+from chronik.cluster.session import KazooState, ZkSession
+from chronik.cluster.view import ClusterView
+from chronik.cluster.watcher import Watcher
+from chronik.cluster.znodes import Assignment, BrokerInfo
+from chronik.storage.catalog import validate_topic_name
+from chronik.storage.config import validate_topic_configs
+from chronik.storage.errors import (
+    InvalidPartitions,
+    InvalidTopicName,
+    PolicyViolation,
+    StorageError,
+    TopicExists,
+    UnknownTopicOrPartition,
+)
+
+if TYPE_CHECKING:
+    from chronik.broker.server import Broker
+    from chronik.storage.partition_log import PartitionLog
+
+log = logging.getLogger("chronik.cluster")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+PRODUCER_ID_BLOCK = 1000
+# How often a broker whose id is still registered by its previous (killed) process
+# tries again; the old registration goes when ZooKeeper expires that session.
+REGISTER_RETRY_SECONDS = 0.5
+
+# Partitions are not replicated between brokers yet: one replica each.
+MAX_REPLICATION_FACTOR = 1
+INVALID_REPLICATION_FACTOR = 38
+REQUEST_TIMED_OUT = 7
+NOT_LEADER_OR_FOLLOWER = 6
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NONE = 0
+
+
+class InvalidReplicationFactor(StorageError):
+    code = INVALID_REPLICATION_FACTOR
+
+
+class RequestTimedOut(StorageError):
+    code = REQUEST_TIMED_OUT
+
+
+def assign_replicas(
+    partitions: int,
+    replication_factor: int,
+    brokers: list[int],
+    start_index: int = -1,
+    start_partition: int = 0,
+) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment (AdminUtils.assignReplicasToBrokersRackUnaware):
+    first replicas round-robin from a random broker, followers shifted so leaders and
+    followers spread evenly."""
+    brokers = sorted(brokers)
+    n = len(brokers)
+    first_index = start_index if start_index >= 0 else random.randrange(n)
+    shift = start_index if start_index >= 0 else random.randrange(n)
+    out: dict[int, list[int]] = {}
+    partition = start_partition
+    for _ in range(partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + first_index) % n
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+        out[partition] = replicas
+        partition += 1
+    return out
+
+
+class ClusterNode:
+    def __init__(self, broker: Broker) -> None:
+        config = broker.config
+        self.broker = broker
+        self.node_id = config.node_id
+        self.rack = config.rack
+        self.session = ZkSession(
+            config.zookeeper_connect,
+            config.zookeeper_session_timeout_ms,
+            config.zookeeper_connection_timeout_ms,
+        )
+        self.view = ClusterView()
+        self.watcher = Watcher(self.session, self.view)
+        self.controller = Controller(self.node_id, self.session, self.view)
+        self.cluster_id = ""
+        self._reconcile_scheduled = False
+        self._known_topics: set[str] = set()
+        self._foreign_warned: set[str] = set()
+        self._loaded_offsets: set[int] = set()
+        self._pid_next = 0
+        self._pid_end = -1
+        self._pid_lock = asyncio.Lock()
+        self._session_lost = False
+        self._stopping = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def connect(self, local_cluster_id: str | None) -> str:
+        """Open the session and agree on the cluster id (the first broker's becomes the
+        cluster's, as in Kafka). Returns it."""
+        try:
+            await self.session.start()
+        except Exception as exc:
+            raise RuntimeError(
+                f"cannot reach ZooKeeper at {self.broker.config.zookeeper_connect}: {exc}"
+            ) from None
+        self.cluster_id = await self.session.run(self._cluster_id, local_cluster_id)
+        return self.cluster_id
+
+    def _cluster_id(self, proposed: str | None) -> str:
+        client = self.session.client
+        assert client is not None
+        for path in znodes.PERSISTENT_PATHS:
+            client.ensure_path(path)
+        client.ensure_path("/cluster")
+        with contextlib.suppress(NodeExistsError):
+            client.create(znodes.CLUSTER_ID, znodes.cluster_id_value(proposed or _new_id()))
+        data, _ = client.get(znodes.CLUSTER_ID)
+        return znodes.parse_cluster_id(data)
+
+    async def start(self) -> None:
+        """Read the cluster, then join it: storage follows the view from here on."""
+        self.session.on_state(self._on_session_state)
+        self.view.subscribe(self._on_view_change)
+        loaded = asyncio.get_running_loop().create_future()
+
+        def first_load() -> None:
+            if self.view.loaded and not loaded.done():
+                loaded.set_result(None)
+
+        self.view.subscribe(first_load)
+        await self.session.run(self.watcher.install)
+        await loaded
+        self._reconcile()
+        await self._register()
+        await self.controller.try_elect()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await self.controller.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.session.stop()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _register(self) -> None:
+        client = self.session.client
+        assert client is not None
+        info = BrokerInfo(self.node_id, self.broker.host, self.broker.port, self.rack)
+        path = znodes.broker_path(self.node_id)
+        warned = False
+        while not self._stopping:
+            try:
+                await self.session.run(
+                    client.create, path, znodes.broker_value(info), ephemeral=True
+                )
+                log.info("registered as broker %d in cluster %s", self.node_id, self.cluster_id)
+                return
+            except NodeExistsError:
+                _, stat = await self.session.run(client.get, path)
+                if stat.ephemeralOwner == self.session.session_id:
+                    return
+                if not warned:
+                    log.warning(
+                        "broker id %d is still registered by an earlier session; waiting for "
+                        "ZooKeeper to expire it (zookeeper.session.timeout.ms)",
+                        self.node_id,
+                    )
+                    warned = True
+                await asyncio.sleep(REGISTER_RETRY_SECONDS)
+
+    def _on_session_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("ZooKeeper session expired; registering again when reconnected")
+            self.controller.resign("its ZooKeeper session expired")
+        elif state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection lost; reconnecting")
+        elif state == KazooState.CONNECTED and self._session_lost and not self._stopping:
+            self._session_lost = False
+            self._spawn(self._rejoin())
+
+    async def _rejoin(self) -> None:
+        await self._register()
+        await self.controller.try_elect()
+
+    def _on_view_change(self) -> None:
+        if self._stopping:
+            return
+        self.controller.poke()
+        if self.view.controller_id == -1 and self.view.loaded:
+            self._spawn(self.controller.try_elect())
+        if not self._reconcile_scheduled:
+            self._reconcile_scheduled = True
+            asyncio.get_running_loop().call_soon(self._reconcile)
+
+    # -- storage follows the view -----------------------------------------------------
+
+    def _reconcile(self) -> None:
+        """Store every partition assigned here, drop topics the cluster deleted, apply
+        topic configs, and hand __consumer_offsets partitions to the group coordinator
+        as leadership comes and goes."""
+        self._reconcile_scheduled = False
+        if not self.view.loaded or self._stopping:
+            return
+        catalog = self.broker.catalog
+        for name in sorted(self._known_topics - set(self.view.topics)):
+            self._topic_gone(name)
+        for name in [n for n in catalog.topics if n not in self.view.topics]:
+            if catalog.topics[name].sparse:
+                self._topic_gone(name)  # deleted from the cluster while this broker was away
+            elif name not in self._foreign_warned:
+                # A single node's topic in this data directory: kept, never served here.
+                self._foreign_warned.add(name)
+                log.warning(
+                    "topic %s in %s is not part of cluster %s; it is left on disk, unserved",
+                    name, catalog.data_dir, self.cluster_id,
+                )
+        self._known_topics = set(self.view.topics)
+        for topic in list(self.view.topics.values()):
+            local = catalog.get(topic.name)
+            if local is not None and local.topic_id != topic.assignment.topic_id:
+                if not local.sparse:
+                    continue  # a single node's topic of the same name: never overwritten
+                self._topic_gone(topic.name)  # an earlier topic of that name
+            for partition, replicas in sorted(topic.assignment.replicas.items()):
+                if self.node_id not in replicas:
+                    continue
+                try:
+                    catalog.ensure_replica(
+                        topic.name,
+                        topic.assignment.topic_id,
+                        topic.partition_count,
+                        partition,
+                        topic.configs,
+                    )
+                except Exception as exc:
+                    log.error("cannot store %s-%d here: %s", topic.name, partition, exc)
+            local = catalog.get(topic.name)
+            if local is not None and local.configs != topic.configs:
+                try:
+                    catalog.alter_topic_configs(topic.name, topic.configs, replace=True)
+                except Exception as exc:
+                    log.error("cannot apply the configs of topic %s: %s", topic.name, exc)
+        self._follow_offsets_leadership()
+
+    def _topic_gone(self, name: str) -> None:
+        catalog = self.broker.catalog
+        if catalog.get(name) is not None:
+            try:
+                catalog.delete_topic(name)
+                log.info("deleted the local partitions of topic %s", name)
+            except Exception as exc:
+                log.error("cannot delete the local partitions of topic %s: %s", name, exc)
+        coordinator = self.broker.coordinator
+        if name == OFFSETS_TOPIC:
+            for partition in sorted(self._loaded_offsets):
+                self._unload_offsets(partition)
+        elif coordinator is not None and hasattr(coordinator, "on_topic_deleted"):
+            coordinator.on_topic_deleted(name)
+
+    def _follow_offsets_leadership(self) -> None:
+        coordinator = self.broker.coordinator
+        if coordinator is None or not hasattr(coordinator, "load_partition"):
+            return
+        count = self.view.partition_count(OFFSETS_TOPIC) or 0
+        led = {p for p in range(count) if self.local_log(OFFSETS_TOPIC, p) is not None}
+        for partition in sorted(self._loaded_offsets - led):
+            self._unload_offsets(partition)
+        for partition in sorted(led - self._loaded_offsets):
+            self._loaded_offsets.add(partition)
+            self._spawn(coordinator.load_partition(partition))
+
+    def _unload_offsets(self, partition: int) -> None:
+        self._loaded_offsets.discard(partition)
+        coordinator = self.broker.coordinator
+        if coordinator is not None and hasattr(coordinator, "unload_partition"):
+            coordinator.unload_partition(partition)
+
+    # -- what the handlers ask ----------------------------------------------------------
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.view.partition_count(topic)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.view.leader_of(topic, partition)
+
+    def local_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log of a partition this broker leads now, else None."""
+        if self.view.leader_of(topic, partition) != self.node_id:
+            return None
+        local = self.broker.catalog.get(topic)
+        if local is None:
+            return None
+        view = self.view.topics.get(topic)
+        if view is None or local.topic_id != view.assignment.topic_id:
+            return None
+        return local.log(partition)
+
+    def is_local_leader(self, topic: str, partition: int) -> bool:
+        return self.local_log(topic, partition) is not None
+
+    def partition_error(self, topic: str, partition: int) -> int:
+        """The error a data request (Produce, Fetch, ListOffsets, DeleteRecords) for a
+        partition gets here: none when this broker leads it."""
+        count = self.view.partition_count(topic)
+        if count is None or not 0 <= partition < count:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if self.local_log(topic, partition) is None:
+            return NOT_LEADER_OR_FOLLOWER
+        return NONE
+
+    def controller_id(self) -> int:
+        return self.view.controller_id
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        brokers = dict(self.view.brokers)
+        # Our own registration may not be back from ZooKeeper yet.
+        brokers.setdefault(
+            self.node_id, BrokerInfo(self.node_id, self.broker.host, self.broker.port, self.rack)
+        )
+        return [brokers[b] for b in sorted(brokers)]
+
+    def broker_info(self, node_id: int) -> BrokerInfo | None:
+        for info in self.live_brokers():
+            if info.node_id == node_id:
+                return info
+        return None
+
+    # -- admin: any broker writes, the controller elects ---------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        assignments: Mapping[int, list[int]] | None = None,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int = 30_000,
+    ) -> uuid.UUID:
+        validate_topic_name(name)
+        for other in self.view.topics:
+            if other == name:
+                raise TopicExists(f"Topic '{name}' already exists.")
+            if other.replace(".", "_") == name.replace(".", "_"):
+                raise InvalidTopicName(f"Topic '{name}' collides with existing topic: {other}")
+        validate_topic_configs(configs)
+        live = [b.node_id for b in self.live_brokers()]
+        if assignments:
+            replicas = {p: list(r) for p, r in assignments.items()}
+            if sorted(replicas) != list(range(len(replicas))):
+                raise InvalidPartitions("Partitions of a replica assignment must be 0..n-1.")
+            for p, r in replicas.items():
+                if not r or len(set(r)) != len(r):
+                    raise InvalidReplicationFactor(f"Partition {p} has an invalid replica list.")
+                unknown = [b for b in r if b not in live]
+                if unknown:
+                    raise InvalidReplicationFactor(f"Unknown or dead brokers {unknown}.")
+        else:
+            if partitions <= 0:
+                raise InvalidPartitions("Number of partitions must be larger than 0.")
+            if replication_factor <= 0:
+                raise InvalidReplicationFactor("Replication factor must be larger than 0.")
+            if replication_factor > len(live):
+                raise InvalidReplicationFactor(
+                    f"Replication factor: {replication_factor} larger than available brokers: "
+                    f"{len(live)}."
+                )
+            replicas = assign_replicas(partitions, replication_factor, live)
+        factor = max(len(r) for r in replicas.values())
+        if factor > MAX_REPLICATION_FACTOR:
+            raise InvalidReplicationFactor(
+                f"Replication factor {factor} is not supported: chronik brokers do not "
+                f"replicate partitions yet (at most {MAX_REPLICATION_FACTOR})."
+            )
+        self._check_broker_limits(replicas, name)
+        topic_id = uuid.uuid4()
+        if validate_only:
+            return topic_id
+        assignment = Assignment(topic_id, replicas)
+        await self.session.run(self._write_topic, name, dict(configs), assignment)
+        log.info("created topic %s: %d partitions", name, len(replicas))
+        await self._await_leaders(name, range(len(replicas)), timeout_ms)
+        return topic_id
+
+    def _check_broker_limits(self, replicas: Mapping[int, list[int]], name: str) -> None:
+        """max.broker.partitions, counted per broker over the whole cluster."""
+        limit = self.broker.config.max_broker_partitions
+        if name.startswith("__"):
+            return
+        counts: dict[int, int] = {}
+        for topic in self.view.topics.values():
+            for rs in topic.assignment.replicas.values():
+                for b in rs:
+                    counts[b] = counts.get(b, 0) + 1
+        for rs in replicas.values():
+            for b in rs:
+                counts[b] = counts.get(b, 0) + 1
+                if counts[b] > limit:
+                    raise PolicyViolation(
+                        f"Broker {b} would hold more than {limit} partitions "
+                        "(max.broker.partitions)."
+                    )
+
+    def _write_topic(self, name: str, configs: dict[str, str], assignment: Assignment) -> None:
+        client = self.session.client
+        assert client is not None
+        if client.exists(znodes.topic_path(name)):
+            raise TopicExists(f"Topic '{name}' already exists.")
+        if client.exists(znodes.delete_path(name)):
+            raise TopicExists(f"Topic '{name}' is marked for deletion.")
+        # Kafka writes the configs first, so no broker sees the topic without them.
+        try:
+            client.create(znodes.config_path(name), znodes.config_value(configs))
+        except NodeExistsError:
+            client.set(znodes.config_path(name), znodes.config_value(configs))
+        try:
+            client.create(znodes.topic_path(name), znodes.assignment_value(assignment))
+        except NodeExistsError:
+            raise TopicExists(f"Topic '{name}' already exists.") from None
+
+    async def _await_leaders(self, name: str, partitions: range, timeout_ms: int) -> None:
+        if timeout_ms <= 0:
+            return
+        ok = await self.view.wait_until(
+            lambda: self.view.leaders_known(name, partitions), timeout_ms / 1000
+        )
+        if not ok:
+            raise RequestTimedOut(
+                f"Topic '{name}' was written, but not every partition had a leader after "
+                f"{timeout_ms} ms."
+            )
+
+    async def delete_topic(self, name: str, timeout_ms: int = 30_000) -> None:
+        if name not in self.view.topics:
+            raise UnknownTopicOrPartition("This server does not host this topic.")
+        client = self.session.client
+        assert client is not None
+        with contextlib.suppress(NodeExistsError):
+            await self.session.run(client.create, znodes.delete_path(name), b"")
+        log.info("deletion of topic %s requested", name)
+        if timeout_ms > 0:
+            gone = await self.view.wait_until(
+                lambda: name not in self.view.topics, timeout_ms / 1000
+            )
+            if not gone:
+                raise RequestTimedOut(f"Topic '{name}' is not deleted yet after {timeout_ms} ms.")
+
+    async def create_partitions(
+        self,
+        name: str,
+        total: int,
+        assignments: list[list[int]] | None = None,
+        *,
+        validate_only: bool = False,
+        timeout_ms: int = 30_000,
+    ) -> None:
+        topic = self.view.topics.get(name)
+        if topic is None or name in self.view.deleting:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        current = topic.partition_count
+        if total <= current:
+            raise InvalidPartitions(
+                f"Topic currently has {current} partitions, {total} would not be an increase."
+            )
+        live = [b.node_id for b in self.live_brokers()]
+        factor = len(topic.assignment.replicas.get(0, [])) or 1
+        if assignments:
+            if len(assignments) != total - current:
+                raise InvalidPartitions(
+                    f"Increasing the number of partitions by {total - current} but "
+                    f"{len(assignments)} assignments provided."
+                )
+            new = {current + i: list(r) for i, r in enumerate(assignments)}
+            for r in new.values():
+                if [b for b in r if b not in live] or len(r) != factor:
+                    raise InvalidReplicationFactor(f"Invalid replica assignment {r}.")
+        else:
+            if factor > len(live):
+                raise InvalidReplicationFactor(
+                    f"Replication factor {factor} larger than available brokers {len(live)}."
+                )
+            first = topic.assignment.replicas.get(0, [live[0]])[0]
+            ordered = sorted(live)
+            start = ordered.index(first) if first in ordered else -1
+            new = assign_replicas(total - current, factor, live, start, current)
+        self._check_broker_limits(new, name)
+        if validate_only:
+            return
+        await self.session.run(self._add_partitions, name, new, topic.zk_version)
+        log.info("topic %s: %d partitions now", name, total)
+        await self._await_leaders(name, range(current, total), timeout_ms)
+
+    def _add_partitions(self, name: str, new: dict[int, list[int]], version: int) -> None:
+        client = self.session.client
+        assert client is not None
+        data, stat = client.get(znodes.topic_path(name))
+        assignment = znodes.parse_assignment(data)
+        if stat.version != version or any(p in assignment.replicas for p in new):
+            raise InvalidPartitions(f"Topic '{name}' was changed meanwhile; try again.")
+        assignment.replicas.update(new)
+        try:
+            client.set(znodes.topic_path(name), znodes.assignment_value(assignment), version)
+        except BadVersionError:
+            raise InvalidPartitions(f"Topic '{name}' was changed meanwhile; try again.") from None
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace a topic's overrides; every broker storing it applies them."""
+        if name not in self.view.topics:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        validate_topic_configs(configs)
+        await self.session.run(self._write_configs, name, dict(configs))
+        await self.view.wait_until(
+            lambda: name not in self.view.topics or self.view.topics[name].configs == configs,
+            5.0,
+        )
+
+    def _write_configs(self, name: str, configs: dict[str, str]) -> None:
+        client = self.session.client
+        assert client is not None
+        try:
+            client.set(znodes.config_path(name), znodes.config_value(configs))
+        except NoNodeError:
+            client.create(znodes.config_path(name), znodes.config_value(configs))
+        # Kafka's notification of a config change, for tools that follow it.
+        client.create(
+            f"{znodes.CONFIG_CHANGES}/config_change_",
+            znodes.config_change_value(name),
+            sequence=True,
+        )
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        topic = self.view.topics.get(name)
+        return None if topic is None else dict(topic.configs)
+
+    async def ensure_offsets_topic(self, timeout_ms: int) -> None:
+        """Create __consumer_offsets when the first group needs it, as Kafka's
+        FindCoordinator does (offsets.topic.num.partitions, replicas capped to the live
+        brokers)."""
+        if OFFSETS_TOPIC in self.view.topics:
+            return
+        config = self.broker.config
+        partitions = config.get_int("offsets.topic.num.partitions")
+        factor = min(config.get_int("offsets.topic.replication.factor"),
+                     len(self.live_brokers()))
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": config.values.get("offsets.topic.segment.bytes", "104857600"),
+        }
+        with contextlib.suppress(TopicExists, RequestTimedOut):
+            await self.create_topic(OFFSETS_TOPIC, partitions, factor, configs,
+                                    timeout_ms=timeout_ms)
+
+    # -- producer ids, unique over the cluster ------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        async with self._pid_lock:
+            if self._pid_next > self._pid_end:
+                self._pid_next, self._pid_end = await self.session.run(self._claim_pid_block)
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    def _claim_pid_block(self) -> tuple[int, int]:
+        """Kafka's ZooKeeper producer id blocks: the next BLOCK ids after the latest block
+        anyone took, claimed by a versioned write."""
+        client = self.session.client
+        assert client is not None
+        while True:
+            try:
+                data, stat = client.get(znodes.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                start, end = 0, PRODUCER_ID_BLOCK - 1
+                try:
+                    client.create(
+                        znodes.PRODUCER_ID_BLOCK,
+                        znodes.producer_id_block_value(self.node_id, start, end),
+                    )
+                except NodeExistsError:
+                    continue
+                return start, end
+            start = znodes.parse_producer_id_block(data) + 1
+            end = start + PRODUCER_ID_BLOCK - 1
+            try:
+                client.set(
+                    znodes.PRODUCER_ID_BLOCK,
+                    znodes.producer_id_block_value(self.node_id, start, end),
+                    stat.version,
+                )
+            except BadVersionError:
+                continue
+            return start, end
+
+
+def _new_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -1,0 +1,97 @@
+"""What this broker knows of the cluster: live brokers, the controller, every topic's
+replicas, partition states and configs. Kept current by ZooKeeper watches
+(chronik.cluster.watcher) and read by the request handlers, which never talk to
+ZooKeeper themselves. Every change happens on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chronik.cluster.znodes import Assignment, BrokerInfo, PartitionState
+
+
+@dataclass
+class TopicView:
+    name: str
+    assignment: Assignment
+    zk_version: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+    states: dict[int, PartitionState] = field(default_factory=dict)
+
+    @property
+    def partition_count(self) -> int:
+        return self.assignment.partition_count
+
+
+class ClusterView:
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.controller_id = -1
+        self.topics: dict[str, TopicView] = {}
+        self.deleting: set[str] = set()
+        # Set once the first full read of brokers and topics is done: until then a topic
+        # missing from the view may just not have been read yet.
+        self.loaded = False
+        self._listeners: list[Callable[[], None]] = []
+        self._changed = asyncio.Event()
+
+    # -- queries -----------------------------------------------------------------------
+
+    def partition_count(self, topic: str) -> int | None:
+        view = self.topics.get(topic)
+        return None if view is None else view.partition_count
+
+    def state(self, topic: str, partition: int) -> PartitionState | None:
+        view = self.topics.get(topic)
+        return None if view is None else view.states.get(partition)
+
+    def replicas(self, topic: str, partition: int) -> list[int]:
+        view = self.topics.get(topic)
+        return [] if view is None else view.assignment.replicas.get(partition, [])
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        state = self.state(topic, partition)
+        if state is None or state.leader not in self.brokers:
+            return -1
+        return state.leader
+
+    def topic_by_id(self, topic_id: object) -> TopicView | None:
+        for view in self.topics.values():
+            if view.assignment.topic_id == topic_id:
+                return view
+        return None
+
+    def leaders_known(self, topic: str, partitions: range | None = None) -> bool:
+        view = self.topics.get(topic)
+        if view is None:
+            return False
+        wanted = partitions if partitions is not None else range(view.partition_count)
+        return all(self.leader_of(topic, p) >= 0 for p in wanted)
+
+    # -- changes -----------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def changed(self) -> None:
+        """Called after every update: listeners run, and waiters wake to check again."""
+        for listener in self._listeners:
+            listener()
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except TimeoutError:
+                return predicate()
+        return True

@@ -1,0 +1,194 @@
+"""ZooKeeper watches that keep a ClusterView current.
+
+Every broker watches the same znodes (brokers, controller, topics, their partition
+states and configs, pending deletions) rather than waiting for the controller's
+LeaderAndIsr/UpdateMetadata requests: ZooKeeper already orders and delivers every change
+to every broker, so no broker-to-broker protocol is needed for metadata, and a broker
+that missed the controller's news (it was restarting) simply reads the znodes.
+
+Watches are set once per znode path and never removed: a topic deleted and created again
+under the same name is seen by the same watches.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from chronik.cluster import znodes
+from chronik.cluster.session import ZkSession
+from chronik.cluster.view import ClusterView, TopicView
+from chronik.cluster.znodes import Assignment, BrokerInfo, PartitionState
+
+log = logging.getLogger("chronik.cluster")
+
+
+class Watcher:
+    def __init__(self, session: ZkSession, view: ClusterView) -> None:
+        self.session = session
+        self.view = view
+        self._lock = threading.Lock()  # the sets below are touched from kazoo's threads
+        self._topic_watches: set[str] = set()
+        self._state_watches: set[tuple[str, int]] = set()
+        # Configs read before their topic's assignment (the config znode is written first).
+        self._early_configs: dict[str, dict[str, str]] = {}
+
+    def install(self) -> None:
+        """On a kazoo thread. When this returns, the first reading of every znode is queued
+        for the loop; a last callback then marks the view loaded."""
+        client = self.session.client
+        assert client is not None
+        ChildrenWatch(client, znodes.BROKER_IDS, self._on_brokers)
+        DataWatch(client, znodes.CONTROLLER, self._on_controller)
+        ChildrenWatch(client, znodes.DELETE_TOPICS, self._on_deletes)
+        ChildrenWatch(client, znodes.TOPICS, self._on_topics)
+        self.session.to_loop(self._mark_loaded)
+
+    # -- kazoo threads --------------------------------------------------------------
+
+    def _on_brokers(self, children: list[str]) -> None:
+        client = self.session.client
+        assert client is not None
+        brokers: dict[int, BrokerInfo] = {}
+        for child in children:
+            try:
+                node_id = int(child)
+                data, _ = client.get(znodes.broker_path(node_id))
+                brokers[node_id] = znodes.parse_broker(node_id, data)
+            except NoNodeError:
+                continue  # gone since the list was read; the next event says so
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable broker registration %s: %s", child, exc)
+        self.session.to_loop(self._set_brokers, brokers)
+
+    def _on_controller(self, data: bytes | None, stat: Any) -> None:
+        self.session.to_loop(self._set_controller, znodes.parse_controller(data))
+
+    def _on_deletes(self, children: list[str]) -> None:
+        self.session.to_loop(self._set_deleting, set(children))
+
+    def _on_topics(self, children: list[str]) -> None:
+        client = self.session.client
+        assert client is not None
+        for name in children:
+            with self._lock:
+                if name in self._topic_watches:
+                    continue
+                self._topic_watches.add(name)
+            DataWatch(client, znodes.config_path(name), self._config_callback(name))
+            DataWatch(client, znodes.topic_path(name), self._topic_callback(name))
+        self.session.to_loop(self._set_topic_names, set(children))
+
+    def _topic_callback(self, name: str) -> Any:
+        def on_change(data: bytes | None, stat: Any) -> None:
+            if data is None:
+                self.session.to_loop(self._drop_topic, name)
+                return
+            try:
+                assignment = znodes.parse_assignment(data)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable assignment of topic %s: %s", name, exc)
+                return
+            self.session.to_loop(self._set_assignment, name, assignment, stat.version)
+            self._watch_states(name, assignment)
+
+        return on_change
+
+    def _watch_states(self, name: str, assignment: Assignment) -> None:
+        client = self.session.client
+        assert client is not None
+        for partition in assignment.replicas:
+            with self._lock:
+                if (name, partition) in self._state_watches:
+                    continue
+                self._state_watches.add((name, partition))
+            DataWatch(client, znodes.state_path(name, partition),
+                      self._state_callback(name, partition))
+
+    def _state_callback(self, name: str, partition: int) -> Any:
+        def on_change(data: bytes | None, stat: Any) -> None:
+            state = None
+            if data is not None:
+                try:
+                    state = znodes.parse_state(data, stat.version)
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("ignoring unreadable state of %s-%d: %s", name, partition, exc)
+                    return
+            self.session.to_loop(self._set_state, name, partition, state)
+
+        return on_change
+
+    def _config_callback(self, name: str) -> Any:
+        def on_change(data: bytes | None, stat: Any) -> None:
+            try:
+                configs = znodes.parse_config(data)
+            except (ValueError, TypeError, AttributeError) as exc:
+                log.warning("ignoring unreadable configs of topic %s: %s", name, exc)
+                return
+            self.session.to_loop(self._set_configs, name, configs)
+
+        return on_change
+
+    # -- the loop --------------------------------------------------------------------
+
+    def _mark_loaded(self) -> None:
+        self.view.loaded = True
+        self.view.changed()
+
+    def _set_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        self.view.brokers = brokers
+        self.view.changed()
+
+    def _set_controller(self, controller_id: int) -> None:
+        self.view.controller_id = controller_id
+        self.view.changed()
+
+    def _set_deleting(self, names: set[str]) -> None:
+        self.view.deleting = names
+        self.view.changed()
+
+    def _set_topic_names(self, names: set[str]) -> None:
+        for gone in set(self.view.topics) - names:
+            del self.view.topics[gone]
+        self.view.changed()
+
+    def _drop_topic(self, name: str) -> None:
+        if self.view.topics.pop(name, None) is not None:
+            self.view.changed()
+
+    def _set_assignment(self, name: str, assignment: Assignment, version: int) -> None:
+        topic = self.view.topics.get(name)
+        if topic is None or topic.assignment.topic_id != assignment.topic_id:
+            pending = self._early_configs.pop(name, {})
+            topic = TopicView(name, assignment, version, configs=pending)
+            self.view.topics[name] = topic
+        else:
+            topic.assignment = assignment
+            topic.zk_version = version
+        for partition in list(topic.states):
+            if partition not in assignment.replicas:
+                del topic.states[partition]
+        self.view.changed()
+
+    def _set_state(self, name: str, partition: int, state: PartitionState | None) -> None:
+        topic = self.view.topics.get(name)
+        if topic is None:
+            return
+        if state is None:
+            topic.states.pop(partition, None)
+        else:
+            topic.states[partition] = state
+        self.view.changed()
+
+    def _set_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic = self.view.topics.get(name)
+        if topic is None:
+            self._early_configs[name] = configs
+            return
+        if topic.configs != configs:
+            topic.configs = configs
+            self.view.changed()

@@ -1,0 +1,249 @@
+# The cluster's state in ZooKeeper, laid out as Kafka's ZooKeeper mode lays it out (paths
+# under the chroot of zookeeper.connect), so ZooKeeper's own shell shows what it would
+# show for Kafka. Every value is UTF-8 JSON unless said otherwise.
+#   /cluster/id                      {"version":"1","id":"<cluster id>"}
+#   /brokers/ids/<id>                ephemeral {"version":5,"host":h,"port":p,
+#                                    "endpoints":["PLAINTEXT://h:p"],"listener_security_
+#                                    protocol_map":{"PLAINTEXT":"PLAINTEXT"},"rack":r|null,
+#                                    "jmx_port":-1,"features":{},"timestamp":"<ms>"}
+#   /controller                      ephemeral {"version":1,"brokerid":N,"timestamp":"<ms>"}
+#   /controller_epoch                the epoch as a decimal string, "1" for the first
+#   /brokers/topics/<t>              {"version":3,"partitions":{"0":[2,1],...},
+#                                    "topic_id":"<base64url uuid>","adding_replicas":{},
+#                                    "removing_replicas":{}}: each partition's replicas,
+#                                    the preferred leader first
+#   /brokers/topics/<t>/partitions/<p>/state
+#                                    {"controller_epoch":E,"leader":L,"version":1,
+#                                    "leader_epoch":LE,"isr":[...]}; leader -1: none
+#   /config/topics/<t>               {"version":1,"config":{name: value}}: the overrides
+#   /config/changes/config_change_<seq>  {"version":2,"entity_path":"topics/<t>"}
+#   /admin/delete_topics/<t>         empty: a deletion asked for, done by the controller
+#   /latest_producer_id_block        {"version":1,"broker":N,"block_start":"s",
+#                                    "block_end":"e"}: the last block of producer ids taken
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# What Kafka's brokers create at start, so its tools find the tree they expect.
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    TOPICS,
+    CONFIG_TOPICS,
+    CONFIG_CHANGES,
+    "/config/brokers",
+    "/config/clients",
+    "/config/users",
+    DELETE_TOPICS,
+    "/brokers/seqid",
+    "/isr_change_notification",
+    "/log_dir_event_notification",
+)
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def _dump(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _now_ms() -> str:
+    return str(time.time_ns() // 1_000_000)
+
+
+def uuid_to_kafka(value: uuid.UUID) -> str:
+    """Kafka writes a Uuid as URL-safe base64 of its 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def uuid_from_kafka(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+# -- values ------------------------------------------------------------------------------
+
+
+def cluster_id_value(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def parse_cluster_id(data: bytes) -> str:
+    return str(json.loads(data)["id"])
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+def broker_value(info: BrokerInfo) -> bytes:
+    return _dump(
+        {
+            "features": {},
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
+            "jmx_port": -1,
+            "port": info.port,
+            "host": info.host,
+            "version": 5,
+            "timestamp": _now_ms(),
+            "rack": info.rack,
+        }
+    )
+
+
+def parse_broker(node_id: int, data: bytes) -> BrokerInfo:
+    value = json.loads(data)
+    host, port = value.get("host"), value.get("port", -1)
+    for endpoint in value.get("endpoints", ()):
+        # PLAINTEXT://host:port, the first endpoint when host is not set (Kafka >= 0.10)
+        if host is None or port == -1:
+            _, _, address = endpoint.partition("://")
+            host, _, text = address.rpartition(":")
+            port = int(text)
+            break
+    return BrokerInfo(node_id, str(host), int(port), value.get("rack"))
+
+
+def controller_value(node_id: int) -> bytes:
+    return _dump({"version": 1, "brokerid": node_id, "timestamp": _now_ms()})
+
+
+def parse_controller(data: bytes | None) -> int:
+    if not data:
+        return -1
+    try:
+        return int(json.loads(data)["brokerid"])
+    except (ValueError, KeyError, TypeError):
+        return -1
+
+
+@dataclass
+class Assignment:
+    """/brokers/topics/<t>: a topic's id and each partition's replicas."""
+
+    topic_id: uuid.UUID
+    replicas: dict[int, list[int]] = field(default_factory=dict)
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.replicas)
+
+
+def assignment_value(assignment: Assignment) -> bytes:
+    return _dump(
+        {
+            "version": 3,
+            "partitions": {str(p): r for p, r in sorted(assignment.replicas.items())},
+            "topic_id": uuid_to_kafka(assignment.topic_id),
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    )
+
+
+def parse_assignment(data: bytes) -> Assignment:
+    value = json.loads(data)
+    text = value.get("topic_id")
+    topic_id = uuid_from_kafka(text) if text else uuid.UUID(int=0)
+    replicas = {int(p): [int(b) for b in r] for p, r in value.get("partitions", {}).items()}
+    return Assignment(topic_id, replicas)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """/brokers/topics/<t>/partitions/<p>/state, and the znode version it was read at."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+
+def state_value(state: PartitionState) -> bytes:
+    return _dump(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def parse_state(data: bytes, zk_version: int) -> PartitionState:
+    value = json.loads(data)
+    return PartitionState(
+        int(value["leader"]),
+        int(value["leader_epoch"]),
+        tuple(int(b) for b in value["isr"]),
+        int(value["controller_epoch"]),
+        zk_version,
+    )
+
+
+def config_value(configs: dict[str, str]) -> bytes:
+    return _dump({"version": 1, "config": configs})
+
+
+def parse_config(data: bytes | None) -> dict[str, str]:
+    if not data:
+        return {}
+    return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
+
+
+def config_change_value(topic: str) -> bytes:
+    return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+
+
+def producer_id_block_value(node_id: int, start: int, end: int) -> bytes:
+    return _dump(
+        {"version": 1, "broker": node_id, "block_start": str(start), "block_end": str(end)}
+    )
+
+
+def parse_producer_id_block(data: bytes | None) -> int:
+    """The last id of the latest block taken (-1: none yet)."""
+    if not data:
+        return -1
+    return int(json.loads(data)["block_end"])
