@@ -96,11 +96,16 @@ def _produce_for(
     queued = 0
     while queued < limit:
         chunk = batch if limit - queued >= CHUNK else batch[: limit - queued]
-        try:
-            queued += produce_batch(topic, chunk)
-        except BufferError:
+        done = produce_batch(topic, chunk)
+        queued += done
+        if done < len(chunk):
+            # The queue is full: the rest came back marked with '_error'. Clean the
+            # reused dicts and wait for deliveries instead of spinning.
+            for message in chunk:
+                message.pop("_error", None)
             poll(0.005)
-        poll(0)
+        else:
+            poll(0)
         if time.perf_counter() >= until:
             break
     return queued
