@@ -91,3 +91,53 @@ def render_table(results: dict[str, dict[str, dict]], names: list[str], latency_
     )
     out.extend(f"error: {e}" for e in errors)
     return "\n".join(out)
+
+
+CLUSTER_METRICS = [
+    ("records_per_s", "records/s", "{:,.0f}"),
+    ("mb_per_s", "MB/s", "{:,.1f}"),
+    ("broker_cores", "broker CPU (cores, all brokers)", "{:.2f}"),
+    ("client_cores", "producer CPU (cores, all processes)", "{:.2f}"),
+]
+
+
+def render_cluster_table(
+    results: dict[str, dict[str, dict]],
+    names: list[str],
+    ratios: dict[str, dict[str, float | None]],
+) -> str:
+    """cluster_bench.py's table: one block per acks setting, the ratios on its first line."""
+    headers = ["workload", "metric", *names, "cluster/single", "cluster/tansu"]
+    lines: list[list[str]] = []
+    errors: list[str] = []
+    for acks in ("1", "all"):
+        row_id = f"acks-{acks}"
+        for i, (key, metric, fmt) in enumerate(CLUSTER_METRICS):
+            cells = [_cell(results.get(n, {}).get(row_id), key, fmt) for n in names]
+            shown = ["", ""]
+            if i == 0:
+                shown = [
+                    "-" if (r := ratios.get(row_id, {}).get(k)) is None else f"{r:.2f}"
+                    for k in ("cluster/single", "cluster/tansu")
+                ]
+            lines.append([f"produce, acks={acks}" if i == 0 else "", metric, *cells, *shown])
+        errors.extend(
+            f"{row_id} on {n}: {str(results[n][row_id]['error']).splitlines()[0]}"
+            for n in names
+            if "error" in results.get(n, {}).get(row_id, {})
+        )
+    widths = [max(len(r[i]) for r in [headers, *lines]) for i in range(len(headers))]
+
+    def fmt_line(cells: list[str]) -> str:
+        first, second, *rest = cells
+        return "  ".join(
+            [first.ljust(widths[0]), second.ljust(widths[1])]
+            + [c.rjust(w) for c, w in zip(rest, widths[2:], strict=True)]
+        )
+
+    out = [fmt_line(headers), "  ".join("-" * w for w in widths)]
+    out.extend(fmt_line(line) for line in lines)
+    out.append("cluster: 3 chronik brokers and ZooKeeper; single: 1 chronik broker; ratios > 1:")
+    out.append("the cluster is faster")
+    out.extend(f"error: {e}" for e in errors)
+    return "\n".join(out)

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("chronik.cli.groups", "list, describe, reset and delete consumer groups"),
     "offsets": ("chronik.cli.offsets", "earliest and latest offset of each partition"),
     "bench": ("chronik.cli.bench", "producer and consumer throughput and latency"),
+    "cluster": ("chronik.cli.cluster", "brokers, the controller and partition leaders"),
 }
 
 

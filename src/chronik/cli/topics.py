@@ -11,6 +11,7 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    PartitionMetadata,
     TopicMetadata,
 )
 
@@ -52,6 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     describe.add_argument("name", metavar="NAME", nargs="?", help="default: every topic")
     describe.add_argument(
         "--include-internal", action="store_true", help="with no NAME, include '__' topics"
+    )
+    describe.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="only partitions without a live leader",
     )
 
     alter = sub.add_parser("alter", help="change configs or add partitions")
@@ -122,12 +128,20 @@ def describe(cluster: Cluster, args: argparse.Namespace) -> int:
         )
     configs = topic_configs(cluster, [t.topic for t in topics])
     for topic in topics:
-        print_topic(topic, configs.get(topic.topic))
+        print_topic(topic, configs.get(topic.topic), args.unavailable_partitions)
     return 0
 
 
-def print_topic(topic: TopicMetadata, configs: dict[str, str] | None) -> None:
+def print_topic(
+    topic: TopicMetadata, configs: dict[str, str] | None, only_unavailable: bool = False
+) -> None:
     partitions = [topic.partitions[p] for p in sorted(topic.partitions)]
+    if only_unavailable:
+        # Like kafka-topics --unavailable-partitions: only leaderless partitions, no header.
+        for p in partitions:
+            if p.leader < 0:
+                print_partition(topic.topic, p)
+        return
     replication = len(partitions[0].replicas) if partitions else 0
     if configs is None:
         shown = "(unavailable)"
@@ -138,15 +152,21 @@ def print_topic(topic: TopicMetadata, configs: dict[str, str] | None) -> None:
         f"ReplicationFactor: {replication}\tConfigs: {shown}"
     )
     for p in partitions:
-        replicas = ",".join(map(str, p.replicas))
-        isrs = ",".join(map(str, p.isrs))
-        line = (
-            f"\tTopic: {topic.topic}\tPartition: {p.id}\tLeader: {p.leader}\t"
-            f"Replicas: {replicas}\tIsr: {isrs}"
-        )
-        if p.error is not None:
-            line += f"\tError: {describe_kafka_error(p.error)}"
-        print(line)
+        print_partition(topic.topic, p)
+
+
+def print_partition(topic: str, p: PartitionMetadata) -> None:
+    # Kafka's kafka-topics prints "Leader: none" for a partition whose replicas are all down.
+    leader = str(p.leader) if p.leader >= 0 else "none"
+    replicas = ",".join(map(str, p.replicas))
+    isrs = ",".join(map(str, p.isrs))
+    line = (
+        f"\tTopic: {topic}\tPartition: {p.id}\tLeader: {leader}\t"
+        f"Replicas: {replicas}\tIsr: {isrs}"
+    )
+    if p.error is not None:
+        line += f"\tError: {describe_kafka_error(p.error)}"
+    print(line)
 
 
 def topic_configs(cluster: Cluster, names: list[str]) -> dict[str, dict[str, str]]:
