@@ -40,7 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             producer_id = await cluster.allocate_producer_id()
         except Exception as exc:  # ZooKeeper unreachable: the client retries
-            log.warning("no producer id block from ZooKeeper: %s", exc)
+            log.debug("no producer id block from ZooKeeper: %s", exc)
             return ctx.build(
                 "InitProducerIdResponse",
                 throttle_time=0,

@@ -113,6 +113,7 @@ class ClusterNode:
         self._pid_next = 0
         self._pid_end = -1
         self._pid_lock = asyncio.Lock()
+        self._pid_spare: tuple[int, int] | None = None
         self._session_lost = False
         self._stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -158,6 +159,12 @@ class ClusterNode:
         self._reconcile()
         await self._register()
         await self.controller.try_elect()
+        # A block of producer ids in hand, so idempotent producers start even while
+        # ZooKeeper is briefly away.
+        try:
+            await self._refill_producer_ids()
+        except ZooKeeperUnavailable as exc:
+            log.warning("no producer id block yet: %s", exc)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -599,12 +606,28 @@ class ClusterNode:
     # -- producer ids, unique over the cluster ------------------------------------------
 
     async def allocate_producer_id(self) -> int:
+        if self._pid_next > self._pid_end:
+            await self._refill_producer_ids()
+        pid = self._pid_next
+        self._pid_next += 1
+        if self._pid_end - self._pid_next == PRODUCER_ID_BLOCK // 10:
+            # The next block is claimed ahead of need, as Kafka's ProducerIdManager does.
+            self._spawn(self._prefetch_producer_ids())
+        return pid
+
+    async def _refill_producer_ids(self) -> None:
         async with self._pid_lock:
             if self._pid_next > self._pid_end:
-                self._pid_next, self._pid_end = await self.session.run(self._claim_pid_block)
-            pid = self._pid_next
-            self._pid_next += 1
-            return pid
+                if self._pid_spare is not None:
+                    (self._pid_next, self._pid_end), self._pid_spare = self._pid_spare, None
+                else:
+                    self._pid_next, self._pid_end = await self.session.run(self._claim_pid_block)
+
+    async def _prefetch_producer_ids(self) -> None:
+        async with self._pid_lock:
+            if self._pid_spare is None:
+                with contextlib.suppress(ZooKeeperUnavailable):
+                    self._pid_spare = await self.session.run(self._claim_pid_block)
 
     def _claim_pid_block(self) -> tuple[int, int]:
         """Kafka's ZooKeeper producer id blocks: the next BLOCK ids after the latest block
