@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -164,16 +164,22 @@ def broker_process_factory(tmp_path: Path) -> Iterator[object]:
 # --- cluster mode: one ZooKeeper server per session, a cluster per module or per test ---
 
 
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A local ZooKeeper server; the test is skipped when ZooKeeper is not installed."""
+def start_zookeeper(data_dir: Path) -> Any:
+    """A started local ZooKeeper server; the test is skipped when ZooKeeper is not
+    installed."""
     from chronik.cluster.zookeeper_process import ZooKeeperProcess, ZooKeeperUnavailable
 
-    zk = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), free_port())
+    zk = ZooKeeperProcess(data_dir, free_port())
     try:
-        zk.start()
+        return zk.start()
     except ZooKeeperUnavailable as exc:
         pytest.skip(f"cluster tests need ZooKeeper (scripts/install-test-deps.sh): {exc}")
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local ZooKeeper server for the session's cluster tests."""
+    zk = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
     try:
         yield zk
     finally:

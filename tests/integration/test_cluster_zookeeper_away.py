@@ -11,17 +11,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from chronik.cluster.zookeeper_process import ZooKeeperProcess, ZooKeeperUnavailable
-from conftest import free_port
+from conftest import start_zookeeper
 
 
 @pytest.fixture
 def own_zookeeper(tmp_path):
-    zk = ZooKeeperProcess(tmp_path / "zookeeper", free_port())
-    try:
-        zk.start()
-    except ZooKeeperUnavailable as exc:
-        pytest.skip(f"cluster tests need ZooKeeper (scripts/install-test-deps.sh): {exc}")
+    """A ZooKeeper of this test's own: it is paused, which the session's must not be."""
+    zk = start_zookeeper(tmp_path / "zookeeper")
     try:
         yield zk
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.topics import cluster_members
 from chronik.protocol import errors
 
 API_KEY = 60
@@ -14,12 +15,7 @@ OPERATIONS_OMITTED = -(2**31)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    if broker.cluster is not None:
-        members = [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.live_brokers()]
-        controller = broker.cluster.controller_id()
-    else:
-        members = [(broker.node_id, broker.host, broker.port, None)]
-        controller = broker.node_id
+    members, controller = cluster_members(broker)
     nodes = tuple(
         ctx.build(
             "DescribeClusterBroker",

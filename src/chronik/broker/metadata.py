@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.topics import cluster_get_or_create, get_or_create, is_internal
+from chronik.broker.topics import (
+    cluster_get_or_create,
+    cluster_members,
+    get_or_create,
+    is_internal,
+)
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID
 
@@ -156,12 +161,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 entries.append(_missing(ctx, name, code))
             else:
                 entries.append(_topic_entry(ctx, topic))
-    if broker.cluster is not None:
-        members = [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.live_brokers()]
-        controller = broker.cluster.controller_id()
-    else:
-        members = [(broker.node_id, broker.host, broker.port, None)]
-        controller = broker.node_id
+    members, controller = cluster_members(broker)
     brokers = tuple(
         ctx.build("MetadataResponseBroker", node_id=node, host=host, port=port, rack=rack)
         for node, host, port, rack in members

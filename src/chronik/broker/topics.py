@@ -123,3 +123,12 @@ async def cluster_get_or_create(
     except Exception as exc:  # invalid name, a concurrent create, leaders still coming
         log.info("auto-creating topic %r: %s", name, exc)
     return cluster.view.topics.get(name)
+
+
+def cluster_members(broker: Broker) -> tuple[list[tuple[int, str, int, str | None]], int]:
+    """The brokers a client is told about, as (node id, host, port, rack), and the
+    controller's id: in a cluster every live broker, on a single node just this one."""
+    if broker.cluster is not None:
+        members = [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.live_brokers()]
+        return members, broker.cluster.controller_id()
+    return [(broker.node_id, broker.host, broker.port, None)], broker.node_id
