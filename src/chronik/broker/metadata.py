@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from chronik.broker.context import RequestContext
@@ -130,6 +131,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for wanted in requested
         ]
     else:
+        if broker.cluster is not None and allow_auto:
+            # Every unknown topic is created at once, so a request naming many waits once.
+            names = {w.name for w in requested if w.name is not None}
+            await asyncio.gather(
+                *(cluster_get_or_create(broker, n, allow_auto) for n in sorted(names))
+            )
         for wanted in requested:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
