@@ -191,3 +191,58 @@ def test_the_controller_killed_another_takes_over(cluster_factory):
     assert cluster.controller_id() == new
     cluster.wait_topic(topic, 6)
     assert old in set(cluster.leaders(topic, via=new).values())
+
+
+def test_the_group_coordinator_killed_offsets_survive(cluster_factory):
+    from confluent_kafka import Consumer
+
+    from .cluster_support import offsets_partition
+
+    cluster = cluster_factory()
+    topic = topic_name("grp")
+    create_topic(cluster.broker(1).bootstrap, topic, 6)
+    cluster.wait_topic(topic, 6)
+    first = keyed(300, 85, "first")
+    confluent_produce(cluster.broker(1).bootstrap, topic, first, acks="all")
+    group = topic_name("g")
+
+    def consume(expected: int) -> list[bytes]:
+        consumer = Consumer({
+            "bootstrap.servers": cluster.bootstrap, "group.id": group,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        })
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+
+        def enough() -> bool:
+            values.extend(m.value() for m in consumer.consume(100, 0.5) if not m.error())
+            return len(values) >= expected
+
+        try:
+            wait_until(enough, f"{expected} records consumed")
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        return values
+
+    assert len(consume(len(first))) == len(first)
+    wait_until(lambda: "__consumer_offsets" in cluster.admin(1).list_topics(timeout=10).topics,
+               "__consumer_offsets created")
+    coordinator = cluster.leaders("__consumer_offsets", via=1)[offsets_partition(group)]
+    cluster.kill(coordinator)
+    up = next(i for i in cluster.ids if i != coordinator)
+    with RawClient(cluster.broker(up).bootstrap) as raw:
+        def not_available() -> bool:
+            r = raw.request(req(10, 3, key=group, key_type=0))
+            return r.error_code == 15  # COORDINATOR_NOT_AVAILABLE while its broker is away
+        wait_until(not_available, "FindCoordinator answering COORDINATOR_NOT_AVAILABLE")
+
+    cluster.start(coordinator)
+    cluster.wait_topic(topic, 6)
+    second = keyed(60, 86, "second")
+    confluent_produce(cluster.broker(up).bootstrap, topic, second, acks="all")
+    # The committed offsets were loaded again by the returning coordinator: only the new
+    # records are read.
+    values = consume(len(second))
+    assert sorted(values) == sorted(s.value for s in second)
