@@ -481,8 +481,11 @@ class Campaign:
         self._open_clients()
 
 
-def run_campaign(settings: Settings, workdir: Path) -> Report:
-    broker = BrokerProcess(workdir / "data")
+def run_campaign(
+    settings: Settings, workdir: Path, config: dict[str, str] | None = None
+) -> Report:
+    """``config``: the broker's settings, e.g. a cluster member's zookeeper.connect."""
+    broker = BrokerProcess(workdir / "data", config)
     broker.start()
     try:
         return Campaign(broker, settings).run()

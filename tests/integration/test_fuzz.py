@@ -45,6 +45,25 @@ def test_fuzz_campaign(tmp_path: Path) -> None:
     assert report.ok, report.summary()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_fuzz_a_cluster_member(zookeeper, tmp_path: Path) -> None:
+    """The same campaign, shorter, against a broker of a (one-broker) cluster, whose
+    Metadata, admin and coordinator requests take the cluster's paths."""
+    settings = Settings.from_env(
+        BOUNDED_SECONDS // 2, BOUNDED_SEED + 1, tmp_path / "findings",
+        frames=BOUNDED_FRAMES // 2,
+    )
+    config = {
+        "zookeeper.connect": f"{zookeeper.connect}/fuzz-{tmp_path.name}",
+        "broker.id": "1",
+        "zookeeper.session.timeout.ms": "6000",
+    }
+    report = run_campaign(settings, tmp_path, config)
+    print(report.summary())
+    assert report.ok, report.summary()
+
+
 @pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("*.hex")), ids=lambda p: p.stem)
 def test_fuzz_regression(tmp_path: Path, path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data")
