@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,9 @@ PRODUCER_ID_BLOCK = 1000
 # How often a broker whose id is still registered by its previous (killed) process
 # tries again; the old registration goes when ZooKeeper expires that session.
 REGISTER_RETRY_SECONDS = 0.5
+# Partition creation between two turns of the event loop (as chronik.broker.topics does).
+STORE_SECONDS_PER_TURN = 0.01
+RECONCILE_DEBOUNCE_SECONDS = 0.02
 
 # Partitions are not replicated between brokers yet: one replica each.
 MAX_REPLICATION_FACTOR = 1
@@ -106,7 +110,11 @@ class ClusterNode:
         self.watcher = Watcher(self.session, self.view)
         self.controller = Controller(self.node_id, self.session, self.view)
         self.cluster_id = ""
-        self._reconcile_scheduled = False
+        self._reconciling: asyncio.Task[None] | None = None
+        self._reconcile_again = False
+        self._store_failed: set[str] = set()  # topics logged once until stored
+        # (topic id, assignment znode version) of each topic whose partitions are all here.
+        self._stored: dict[str, tuple[uuid.UUID, int]] = {}
         self._known_topics: set[str] = set()
         self._foreign_warned: set[str] = set()
         self._loaded_offsets: set[int] = set()
@@ -156,7 +164,7 @@ class ClusterNode:
         self.view.subscribe(first_load)
         await self.session.run(self.watcher.install)
         await loaded
-        self._reconcile()
+        await self._reconcile()
         await self._register()
         await self.controller.try_elect()
         # A block of producer ids in hand, so idempotent producers start even while
@@ -168,6 +176,10 @@ class ClusterNode:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._reconciling is not None:
+            self._reconciling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconciling
         await self.controller.stop()
         for task in list(self._tasks):
             task.cancel()
@@ -240,19 +252,39 @@ class ClusterNode:
         self.controller.poke()
         if self.view.controller_id == -1 and self.view.loaded:
             self._spawn(self._try_elect())
-        if not self._reconcile_scheduled:
-            self._reconcile_scheduled = True
-            asyncio.get_running_loop().call_soon(self._reconcile)
+        if self._reconciling is not None and not self._reconciling.done():
+            self._reconcile_again = True  # the running pass goes round once more
+        else:
+            self._reconciling = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
     # -- storage follows the view -----------------------------------------------------
 
-    def _reconcile(self) -> None:
+    async def _reconcile_loop(self) -> None:
+        while not self._stopping:
+            self._reconcile_again = False
+            try:
+                await self._reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("following the cluster's changes failed; trying again")
+                await asyncio.sleep(REGISTER_RETRY_SECONDS)
+                self._reconcile_again = True
+            if not self._reconcile_again:
+                return
+            # Changes come in bursts (a new topic's partition states one by one): the next
+            # pass takes the whole burst.
+            await asyncio.sleep(RECONCILE_DEBOUNCE_SECONDS)
+
+    async def _reconcile(self) -> None:
         """Store every partition assigned here, drop topics the cluster deleted, apply
         topic configs, and hand __consumer_offsets partitions to the group coordinator
-        as leadership comes and goes."""
-        self._reconcile_scheduled = False
+        as leadership comes and goes. Creating partitions costs file system work, so the
+        pass lets the loop serve requests every STORE_SECONDS_PER_TURN; a change of the
+        view meanwhile brings another pass."""
         if not self.view.loaded or self._stopping:
             return
+        turn_started = time.monotonic()
         catalog = self.broker.catalog
         for name in sorted(self._known_topics - set(self.view.topics)):
             self._topic_gone(name)
@@ -273,19 +305,41 @@ class ClusterNode:
                 if not local.sparse:
                     continue  # a single node's topic of the same name: never overwritten
                 self._topic_gone(topic.name)  # an earlier topic of that name
-            for partition, replicas in sorted(topic.assignment.replicas.items()):
-                if self.node_id not in replicas:
-                    continue
+            stored = (topic.assignment.topic_id, topic.zk_version)
+            if self._stored.get(topic.name) == stored:
+                mine = []  # this assignment is stored here already
+            else:
+                mine = [p for p, r in sorted(topic.assignment.replicas.items())
+                        if self.node_id in r]
+                if not mine:
+                    self._stored[topic.name] = stored  # none of it belongs here
+            if mine:
+                steps = catalog.ensure_replicas_steps(
+                    topic.name,
+                    topic.assignment.topic_id,
+                    topic.partition_count,
+                    mine,
+                    topic.configs,
+                )
                 try:
-                    catalog.ensure_replica(
-                        topic.name,
-                        topic.assignment.topic_id,
-                        topic.partition_count,
-                        partition,
-                        topic.configs,
-                    )
+                    while True:
+                        try:
+                            next(steps)
+                        except StopIteration:
+                            break
+                        if time.monotonic() - turn_started >= STORE_SECONDS_PER_TURN:
+                            await asyncio.sleep(0)
+                            turn_started = time.monotonic()
+                    self._store_failed.discard(topic.name)
+                    self._stored[topic.name] = stored
                 except Exception as exc:
-                    log.error("cannot store %s-%d here: %s", topic.name, partition, exc)
+                    if topic.name not in self._store_failed:
+                        self._store_failed.add(topic.name)
+                        log.error("cannot store partitions of %s here: %s", topic.name, exc)
+                finally:
+                    steps.close()
+                if self._stopping:
+                    return
             local = catalog.get(topic.name)
             if local is not None and local.configs != topic.configs:
                 try:
@@ -295,6 +349,7 @@ class ClusterNode:
         self._follow_offsets_leadership()
 
     def _topic_gone(self, name: str) -> None:
+        self._stored.pop(name, None)
         catalog = self.broker.catalog
         if catalog.get(name) is not None:
             try:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from chronik.cluster.znodes import Assignment, BrokerInfo, PartitionState
 
+RECHECK_SECONDS = 0.02
+
 
 @dataclass
 class TopicView:
@@ -94,4 +96,7 @@ class ClusterView:
                 await asyncio.wait_for(self._changed.wait(), left)
             except TimeoutError:
                 return predicate()
+            # Changes come in bursts (a topic's partition states one by one): look again
+            # once the burst has passed rather than after each of its changes.
+            await asyncio.sleep(min(RECHECK_SECONDS, max(deadline - loop.time(), 0)))
         return True

@@ -398,17 +398,19 @@ class Catalog:
                 log.update_config(topic.log_config)
 
     # -- cluster mode: the partitions the cluster assigns to this broker --------------------------
-    def ensure_replica(
+    def ensure_replicas_steps(
         self,
         name: str,
         topic_id: uuid.UUID,
         total: int,
-        partition: int,
+        partitions: Iterable[int],
         configs: Mapping[str, str],
-    ) -> PartitionLog:
-        """Store partition ``partition`` of a cluster topic here (its log opened or created),
-        the topic known to have ``total`` partitions. A local topic of the same name with
-        another id is an earlier topic, deleted while this broker was away: it goes first."""
+    ) -> Generator[None, None, Topic]:
+        """Store ``partitions`` of a cluster topic of ``total`` partitions here, one partition
+        per step (see ``create_topic_steps``). The new logs join the topic together, after
+        its .meta file names them, so a crash never leaves a served partition that the next
+        start would take for an orphan. A local topic of the same name with another id is
+        an earlier topic, deleted while this broker was away: it goes first."""
         topic = self.topics.get(name)
         if topic is not None and topic.topic_id != topic_id:
             self.delete_topic(name)
@@ -416,29 +418,39 @@ class Catalog:
         if topic is None:
             validate_topic_name(name)
             configs = dict(configs)
-            topic = Topic(name, topic_id, configs, LogConfig.from_configs(self.broker_configs,
-                                                                        configs), sparse=True)
+            log_config = LogConfig.from_configs(self.broker_configs, configs)
+            topic = Topic(name, topic_id, configs, log_config, sparse=True)
             self._meta.mkdir(parents=True, exist_ok=True)
         if len(topic.partitions) < total:
             topic.partitions.extend([None] * (total - len(topic.partitions)))
-        log = topic.partitions[partition]
-        if log is not None:
-            return log
+        missing = [p for p in partitions if topic.log(p) is None]
+        if not missing:
+            return topic
+        new: dict[int, PartitionLog] = {}
         try:
-            log = self._new_partition(name, partition, topic.log_config)
-        except OSError as exc:
-            raise KafkaStorageError(f"Partition {name}-{partition} not created: {_reason(exc)}"
-                                    ) from None
-        topic.partitions[partition] = log
-        try:
-            self._write_meta(topic)
-        except OSError as exc:
-            topic.partitions[partition] = None
-            log.delete()
-            raise KafkaStorageError(f"Partition {name}-{partition} not created: {_reason(exc)}"
-                                    ) from None
+            for p in missing:
+                new[p] = self._new_partition(name, p, topic.log_config)
+                yield
+            if self.topics.get(name) not in (None, topic):
+                raise UnknownTopicOrPartition(f"Topic '{name}' changed meanwhile.")
+            for p, log in new.items():
+                topic.partitions[p] = log
+            try:
+                self._write_meta(topic)
+            except BaseException:
+                for p in new:
+                    topic.partitions[p] = None
+                raise
+        except BaseException as exc:
+            for log in new.values():
+                log.delete()
+            if isinstance(exc, OSError):
+                raise KafkaStorageError(
+                    f"Partitions of '{name}' not stored here: {_reason(exc)}"
+                ) from None
+            raise
         self.topics[name] = topic
-        return log
+        return topic
 
     def _write_meta(self, topic: Topic) -> None:
         meta = {

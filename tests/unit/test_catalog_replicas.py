@@ -1,0 +1,60 @@
+"""The catalog in cluster mode: a topic holds only the partitions assigned to this broker."""
+
+from __future__ import annotations
+
+import uuid
+
+from chronik.storage.catalog import Catalog, run_steps
+
+
+def test_sparse_topic_survives_a_restart_and_orphans_go(tmp_path):
+    catalog = Catalog(tmp_path)
+    catalog.load()
+    topic_id = uuid.uuid4()
+    run_steps(catalog.ensure_replicas_steps("t", topic_id, 5, [1, 3], {"retention.ms": "-1"}))
+    topic = catalog.get("t")
+    assert topic is not None and topic.sparse
+    assert [p is not None for p in topic.partitions] == [False, True, False, True, False]
+    assert len(topic.local_logs()) == 2
+    assert catalog.partition_count == 2
+    catalog.close()
+
+    (tmp_path / "t-2").mkdir()  # a creation cut short before the .meta file named it
+    (tmp_path / "t-2" / "00000000000000000000.log").write_bytes(b"")
+    again = Catalog(tmp_path)
+    again.load()
+    topic = again.get("t")
+    assert topic is not None and topic.topic_id == topic_id and topic.sparse
+    assert [p is not None for p in topic.partitions] == [False, True, False, True, False]
+    assert topic.configs == {"retention.ms": "-1"}
+    assert not (tmp_path / "t-2").exists()
+    again.close()
+
+
+def test_more_partitions_join_and_another_topic_id_replaces(tmp_path):
+    catalog = Catalog(tmp_path)
+    catalog.load()
+    first = uuid.uuid4()
+    run_steps(catalog.ensure_replicas_steps("t", first, 2, [0], {}))
+    run_steps(catalog.ensure_replicas_steps("t", first, 4, [0, 2], {}))
+    topic = catalog.get("t")
+    assert topic is not None and len(topic.partitions) == 4
+    assert [p is not None for p in topic.partitions] == [True, False, True, False]
+
+    second = uuid.uuid4()  # the topic was deleted and made again while we were away
+    run_steps(catalog.ensure_replicas_steps("t", second, 1, [0], {}))
+    topic = catalog.get("t")
+    assert topic is not None and topic.topic_id == second and len(topic.partitions) == 1
+    assert not (tmp_path / "t-2").exists()
+    catalog.close()
+
+
+def test_abandoned_steps_leave_nothing_served(tmp_path):
+    catalog = Catalog(tmp_path)
+    catalog.load()
+    steps = catalog.ensure_replicas_steps("t", uuid.uuid4(), 3, [0, 1, 2], {})
+    next(steps)  # one partition made, not yet named by the .meta file
+    steps.close()
+    assert catalog.get("t") is None
+    assert not any(tmp_path.glob("t-*"))
+    catalog.close()
