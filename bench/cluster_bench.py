@@ -26,7 +26,7 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # This checkout's chronik (for its ZooKeeper launcher), whatever else is installed.
@@ -36,6 +36,7 @@ from broker_bench import chronik_revision, machine  # noqa: E402
 from brokers import BrokerProcess, Chronik, Tansu, free_port  # noqa: E402
 from producer_load import LoadSettings, run_load  # noqa: E402
 from results_table import render_cluster_table  # noqa: E402
+from workloads import create_topic  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SETUPS = ("single", "cluster", "tansu")
@@ -172,28 +173,6 @@ class SetupMeter:
     def stop(self) -> None:
         self.cpu_s = self.setup.cpu_seconds() - self._cpu0
         self.wall_s = time.perf_counter() - self._wall0
-
-
-def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 30.0) -> dict:
-    """Create the topic, wait until every partition has a leader; leaders per broker."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-    futures[name].result(timeout=timeout_s)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=5).topics.get(name)
-        if (
-            topic is not None
-            and topic.error is None
-            and len(topic.partitions) == partitions
-            and all(p.leader >= 0 for p in topic.partitions.values())
-        ):
-            leads: dict[str, int] = {}
-            for p in topic.partitions.values():
-                leads[str(p.leader)] = leads.get(str(p.leader), 0) + 1
-            return leads
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {name} has no leaders after {timeout_s}s")
 
 
 def measure(setup: Setup, settings: Settings, acks: str, run: int) -> dict[str, object]:

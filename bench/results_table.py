@@ -74,17 +74,7 @@ def render_table(results: dict[str, dict[str, dict]], names: list[str], latency_
             for n in names
             if "error" in results[n].get(row_id, {})
         )
-    widths = [max(len(r[i]) for r in [headers, *lines]) for i in range(len(headers))]
-
-    def fmt_line(cells: list[str]) -> str:
-        first, second, *rest = cells
-        return "  ".join(
-            [first.ljust(widths[0]), second.ljust(widths[1])]
-            + [c.rjust(w) for c, w in zip(rest, widths[2:], strict=True)]
-        )
-
-    out = [fmt_line(headers), "  ".join("-" * w for w in widths)]
-    out.extend(fmt_line(line) for line in lines)
+    out = _aligned(headers, lines)
     out.append("ratio > 1 is chronik faster for throughput, chronik slower for latency")
     out.append(
         "latency under load: a second producer at a fixed low rate (linger.ms=0) beside the load"
@@ -126,6 +116,15 @@ def render_cluster_table(
             for n in names
             if "error" in results.get(n, {}).get(row_id, {})
         )
+    out = _aligned(headers, lines)
+    out.append("cluster: 3 chronik brokers and ZooKeeper; single: 1 chronik broker; ratios > 1:")
+    out.append("the cluster is faster")
+    out.extend(f"error: {e}" for e in errors)
+    return "\n".join(out)
+
+
+def _aligned(headers: list[str], lines: list[list[str]]) -> list[str]:
+    """Header, rule and rows: the first two columns left-aligned, the figures right."""
     widths = [max(len(r[i]) for r in [headers, *lines]) for i in range(len(headers))]
 
     def fmt_line(cells: list[str]) -> str:
@@ -135,9 +134,4 @@ def render_cluster_table(
             + [c.rjust(w) for c, w in zip(rest, widths[2:], strict=True)]
         )
 
-    out = [fmt_line(headers), "  ".join("-" * w for w in widths)]
-    out.extend(fmt_line(line) for line in lines)
-    out.append("cluster: 3 chronik brokers and ZooKeeper; single: 1 chronik broker; ratios > 1:")
-    out.append("the cluster is faster")
-    out.extend(f"error: {e}" for e in errors)
-    return "\n".join(out)
+    return [fmt_line(headers), "  ".join("-" * w for w in widths), *map(fmt_line, lines)]

@@ -74,7 +74,11 @@ def consumer_config(bootstrap: str) -> dict[str, object]:
     }
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 30.0) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int, timeout_s: float = 30.0
+) -> dict[str, int]:
+    """Create the topic, wait until every partition has a leader; partitions led per
+    broker id."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
     futures[name].result(timeout=timeout_s)
@@ -87,7 +91,10 @@ def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 
             and len(topic.partitions) == partitions
             and all(p.leader >= 0 for p in topic.partitions.values())
         ):
-            return
+            leads: dict[str, int] = {}
+            for p in topic.partitions.values():
+                leads[str(p.leader)] = leads.get(str(p.leader), 0) + 1
+            return leads
         time.sleep(0.1)
     raise TimeoutError(f"topic {name} has no leaders after {timeout_s}s")
 
