@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.topics import run_stepwise, too_many_partitions
+from chronik.broker.topics import partition_count, too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
+from chronik.storage.catalog import run_stepwise
 
 API_KEY = 37
 VERSIONS = (0, 3)
@@ -35,8 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     catalog = ctx.broker.catalog
     cluster = ctx.broker.cluster
     results = []
-    counts = catalog if cluster is None else cluster
-    over_limit = too_many_partitions(ctx.broker, _requested_partitions(counts, request))
+    over_limit = too_many_partitions(ctx.broker, _requested_partitions(ctx.broker, request))
     for wanted in request.topics:
         code, message = errors.NONE, None
         topic = catalog.get(wanted.name)
@@ -77,15 +77,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.build("CreatePartitionsResponse", throttle_time=0, results=tuple(results))
 
 
-def _requested_partitions(counts: Any, request: Any) -> int:
-    """New partitions the request asks for; ``counts`` is the catalog, or the cluster."""
+def _requested_partitions(broker: Any, request: Any) -> int:
+    """New partitions the request asks for."""
     total = 0
     for wanted in request.topics:
-        if hasattr(counts, "partition_count") and callable(counts.partition_count):
-            current = counts.partition_count(wanted.name)
-        else:
-            topic = counts.get(wanted.name)
-            current = None if topic is None else len(topic.partitions)
+        current = partition_count(broker, wanted.name)
         if current is not None:
             total += max(0, wanted.count - current)
     return total

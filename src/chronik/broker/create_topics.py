@@ -6,9 +6,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.topics import run_stepwise, too_many_partitions
+from chronik.broker.topics import too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
+from chronik.storage.catalog import run_stepwise
 from chronik.storage.config import describe_topic_configs
 
 API_KEY = 19

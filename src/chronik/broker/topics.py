@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
+
+from chronik.protocol import errors
 
 if TYPE_CHECKING:
     from chronik.broker.server import Broker
 
 log = logging.getLogger("chronik.topics")
-# Time spent creating partitions between two turns of the event loop. Each partition
-# costs a directory and a file, from well under a millisecond to several on a busy disk,
-# so the pause is measured rather than counted.
-SECONDS_PER_TURN = 0.01
-
-
-async def run_stepwise(steps: Generator[None, None, Any]) -> Any:
-    """Drive a catalog change made of one step per partition, letting the event loop serve
-    other connections every SECONDS_PER_TURN. Abandoned (the task cancelled), the change is
-    undone by closing it."""
-    turn_started = time.monotonic()
-    try:
-        while True:
-            try:
-                next(steps)
-            except StopIteration as finished:
-                return finished.value
-            if time.monotonic() - turn_started >= SECONDS_PER_TURN:
-                await asyncio.sleep(0)
-                turn_started = time.monotonic()
-    finally:
-        steps.close()
 
 
 def too_many_partitions(broker: Broker, requested: int) -> str | None:
@@ -77,11 +54,19 @@ def topic_by_id(broker: Broker, topic_id: Any) -> Any | None:
     return None
 
 
+def partition_count(broker: Broker, name: str) -> int | None:
+    """The topic's partitions: in a cluster, as the cluster has them (this broker may
+    store few or none of them); None when there is no such topic."""
+    if broker.cluster is not None:
+        return broker.cluster.partition_count(name)
+    topic = broker.catalog.get(name)
+    return None if topic is None else len(topic.partitions)
+
+
 def data_partition(broker: Broker, topic: Any, name: str, index: int) -> tuple[Any, int]:
     """The log a data request (Produce, Fetch, ListOffsets, DeleteRecords) for partition
     ``index`` of ``name`` reads or writes, with error 0; or None and the error code: in a
     cluster NOT_LEADER_OR_FOLLOWER when another broker leads it (or nobody does)."""
-    from chronik.protocol import errors
 
     if broker.cluster is not None:
         code = broker.cluster.partition_error(name, index)

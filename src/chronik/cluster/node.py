@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,8 @@ from chronik.cluster.session import KazooState, ZkSession, ZooKeeperUnavailable
 from chronik.cluster.view import ClusterView
 from chronik.cluster.watcher import Watcher
 from chronik.cluster.znodes import Assignment, BrokerInfo
-from chronik.storage.catalog import validate_topic_name
+from chronik.protocol import errors
+from chronik.storage.catalog import run_stepwise, validate_topic_name
 from chronik.storage.config import validate_topic_configs
 from chronik.storage.errors import (
     InvalidPartitions,
@@ -46,25 +46,18 @@ PRODUCER_ID_BLOCK = 1000
 # How often a broker whose id is still registered by its previous (killed) process
 # tries again; the old registration goes when ZooKeeper expires that session.
 REGISTER_RETRY_SECONDS = 0.5
-# Partition creation between two turns of the event loop (as chronik.broker.topics does).
-STORE_SECONDS_PER_TURN = 0.01
 RECONCILE_DEBOUNCE_SECONDS = 0.02
 
 # Partitions are not replicated between brokers yet: one replica each.
 MAX_REPLICATION_FACTOR = 1
-INVALID_REPLICATION_FACTOR = 38
-REQUEST_TIMED_OUT = 7
-NOT_LEADER_OR_FOLLOWER = 6
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NONE = 0
 
 
 class InvalidReplicationFactor(StorageError):
-    code = INVALID_REPLICATION_FACTOR
+    code = errors.INVALID_REPLICATION_FACTOR
 
 
 class RequestTimedOut(StorageError):
-    code = REQUEST_TIMED_OUT
+    code = errors.REQUEST_TIMED_OUT
 
 
 def assign_replicas(
@@ -146,8 +139,9 @@ class ClusterNode:
         for path in znodes.PERSISTENT_PATHS:
             client.ensure_path(path)
         client.ensure_path("/cluster")
+        proposed = proposed or znodes.uuid_to_kafka(uuid.uuid4())
         with contextlib.suppress(NodeExistsError):
-            client.create(znodes.CLUSTER_ID, znodes.cluster_id_value(proposed or _new_id()))
+            client.create(znodes.CLUSTER_ID, znodes.cluster_id_value(proposed))
         data, _ = client.get(znodes.CLUSTER_ID)
         return znodes.parse_cluster_id(data)
 
@@ -279,12 +273,11 @@ class ClusterNode:
     async def _reconcile(self) -> None:
         """Store every partition assigned here, drop topics the cluster deleted, apply
         topic configs, and hand __consumer_offsets partitions to the group coordinator
-        as leadership comes and goes. Creating partitions costs file system work, so the
-        pass lets the loop serve requests every STORE_SECONDS_PER_TURN; a change of the
-        view meanwhile brings another pass."""
+        as leadership comes and goes. Partitions are created stepwise (run_stepwise), so
+        the loop serves requests meanwhile; a change of the view meanwhile brings another
+        pass."""
         if not self.view.loaded or self._stopping:
             return
-        turn_started = time.monotonic()
         catalog = self.broker.catalog
         for name in sorted(self._known_topics - set(self.view.topics)):
             self._topic_gone(name)
@@ -322,22 +315,13 @@ class ClusterNode:
                     topic.configs,
                 )
                 try:
-                    while True:
-                        try:
-                            next(steps)
-                        except StopIteration:
-                            break
-                        if time.monotonic() - turn_started >= STORE_SECONDS_PER_TURN:
-                            await asyncio.sleep(0)
-                            turn_started = time.monotonic()
+                    await run_stepwise(steps)
                     self._store_failed.discard(topic.name)
                     self._stored[topic.name] = stored
                 except Exception as exc:
                     if topic.name not in self._store_failed:
                         self._store_failed.add(topic.name)
                         log.error("cannot store partitions of %s here: %s", topic.name, exc)
-                finally:
-                    steps.close()
                 if self._stopping:
                     return
             local = catalog.get(topic.name)
@@ -410,10 +394,10 @@ class ClusterNode:
         partition gets here: none when this broker leads it."""
         count = self.view.partition_count(topic)
         if count is None or not 0 <= partition < count:
-            return UNKNOWN_TOPIC_OR_PARTITION
+            return errors.UNKNOWN_TOPIC_OR_PARTITION
         if self.local_log(topic, partition) is None:
-            return NOT_LEADER_OR_FOLLOWER
-        return NONE
+            return errors.NOT_LEADER_OR_FOLLOWER
+        return errors.NONE
 
     def controller_id(self) -> int:
         return self.view.controller_id
@@ -714,8 +698,3 @@ class ClusterNode:
                 continue
             return start, end
 
-
-def _new_id() -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

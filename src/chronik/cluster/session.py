@@ -18,11 +18,11 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from chronik.protocol import errors
 from chronik.storage.errors import StorageError
 
 log = logging.getLogger("chronik.cluster")
 T = TypeVar("T")
-REQUEST_TIMED_OUT = 7
 _UNREACHABLE = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
 
 
@@ -31,7 +31,7 @@ class ZooKeeperUnavailable(StorageError):
     retry). Raised at once while the session is disconnected, since kazoo would otherwise
     hold the call until ZooKeeper is back."""
 
-    code = REQUEST_TIMED_OUT
+    code = errors.REQUEST_TIMED_OUT
 
 
 def split_connect(connect: str) -> tuple[str, str]:

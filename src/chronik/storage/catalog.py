@@ -14,15 +14,18 @@
 # its .meta file first (then fsyncs .meta), then its partitions.
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from chronik.storage.config import LogConfig, validate_topic_configs
 from chronik.storage.errors import (
@@ -107,6 +110,30 @@ class Topic:
         if 0 <= partition < len(self.partitions):
             return self.partitions[partition]
         return None
+
+
+# Time spent creating partitions between two turns of the event loop. Each partition
+# costs a directory and a file, from well under a millisecond to several on a busy disk,
+# so the pause is measured rather than counted.
+SECONDS_PER_TURN = 0.01
+
+
+async def run_stepwise(steps: Generator[None, None, Any]) -> Any:
+    """Drive a catalog change made of one step per partition, letting the event loop serve
+    other connections every SECONDS_PER_TURN. Abandoned (the task cancelled), the change is
+    undone by closing it."""
+    turn_started = time.monotonic()
+    try:
+        while True:
+            try:
+                next(steps)
+            except StopIteration as finished:
+                return finished.value
+            if time.monotonic() - turn_started >= SECONDS_PER_TURN:
+                await asyncio.sleep(0)
+                turn_started = time.monotonic()
+    finally:
+        steps.close()
 
 
 def run_steps(steps: Generator[None, None, Topic]) -> Topic:
