@@ -58,3 +58,31 @@ def test_abandoned_steps_leave_nothing_served(tmp_path):
     assert catalog.get("t") is None
     assert not any(tmp_path.glob("t-*"))
     catalog.close()
+
+
+def test_a_full_disk_stores_nothing_and_a_later_try_succeeds(tmp_path, monkeypatch):
+    import errno
+
+    import pytest
+
+    from chronik.storage.errors import KafkaStorageError
+
+    catalog = Catalog(tmp_path)
+    catalog.load()
+    topic_id = uuid.uuid4()
+    real_write = catalog._write_meta
+
+    def full(topic):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(catalog, "_write_meta", full)
+    with pytest.raises(KafkaStorageError):
+        run_steps(catalog.ensure_replicas_steps("t", topic_id, 2, [0, 1], {}))
+    assert catalog.get("t") is None
+    assert not any(tmp_path.glob("t-*"))
+
+    monkeypatch.setattr(catalog, "_write_meta", real_write)  # space is back
+    run_steps(catalog.ensure_replicas_steps("t", topic_id, 2, [0, 1], {}))
+    topic = catalog.get("t")
+    assert topic is not None and len(topic.local_logs()) == 2
+    catalog.close()
