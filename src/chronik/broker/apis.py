@@ -38,6 +38,7 @@ MODULES = (
     "incremental_alter_configs",
     "offset_delete",
     "describe_cluster",
+    "offset_for_leader_epoch",
 )
 
 
