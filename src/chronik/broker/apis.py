@@ -39,6 +39,7 @@ MODULES = (
     "offset_delete",
     "describe_cluster",
     "offset_for_leader_epoch",
+    "elect_leaders",
 )
 
 
