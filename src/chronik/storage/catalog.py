@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chronik.storage import hw_checkpoint
 from chronik.storage.config import LogConfig, validate_topic_configs
 from chronik.storage.errors import (
     InvalidPartitions,
@@ -182,7 +183,21 @@ class Catalog:
                 for p in range(meta["partitions"])
             ]
             self.topics[name] = topic
+        for (name, partition), hw in hw_checkpoint.read(self.data_dir).items():
+            topic = self.topics.get(name)
+            plog = topic.log(partition) if topic is not None else None
+            if plog is not None:
+                plog.restore_high_watermark(hw)
         self._remove_orphans()
+
+    def write_hw_checkpoint(self) -> None:
+        """Every replicated log's high watermark, in Kafka's checkpoint file."""
+        hw_checkpoint.write(self.data_dir, (
+            (name, p, plog.high_watermark)
+            for name, topic in self.topics.items()
+            for p, plog in enumerate(topic.partitions)
+            if plog is not None and plog.replicated and not plog.closed
+        ))
 
     def _remove_orphans(self) -> None:
         for entry in self.data_dir.iterdir():

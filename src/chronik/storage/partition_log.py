@@ -2,6 +2,9 @@
 #   {topic}-{partition}/
 #     {base:020d}.log / .index / .timeindex   segments, ascending base offsets
 #     {offset:020d}.snapshot                  producer state (chronik.storage.producer_state)
+#     leader-epoch-checkpoint                 leader epochs (chronik.storage.leader_epoch),
+#                                             only once a replicated leader or follower
+#                                             has appended
 #     log-start-offset                        decimal log start offset, when DeleteRecords
 #                                             moved it inside the first segment; replaced
 #                                             by tmp + fsync + rename + directory fsync, so
@@ -19,7 +22,15 @@
 # only if missing or of a torn size). Unless the clean-shutdown marker is present, the
 # last segment's batches are all checked (header, CRC) and the file is cut at the first
 # torn or corrupt one; its indexes are rebuilt. Producer state comes from the newest
-# snapshot plus a header scan of the batches after it.
+# snapshot plus a header scan of the batches after it. The leader epoch cache is cut to
+# the recovered log (entries at or past its end, or below its start, go).
+#
+# Replication (Kafka's follower side, KIP-101): a follower appends its leader's batches
+# as they are (append_replicated), cuts its log back to where it diverges from the
+# leader's (truncate_to; later segments deleted first, newest first, so a crash part way
+# leaves a shorter but whole log), or starts over at the leader's log start offset
+# (truncate_fully_and_start_at). A replicated log's high watermark is set by the replica
+# manager and bounds what consumers read (read(max_offset=)).
 #
 # Storage errors: a failed write (full disk, I/O error) is cut back by the segment before
 # anything else is appended, the request gets KAFKA_STORAGE_ERROR, and every later append
@@ -34,6 +45,7 @@ import errno
 import logging
 import os
 import shutil
+import struct
 import time
 import uuid
 from bisect import bisect_right
@@ -44,8 +56,10 @@ from typing import NamedTuple
 
 from chronik.records.batch import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
+    check_crc,
     read_header,
     set_log_append_time,
     stamp_base_offset,
@@ -54,7 +68,8 @@ from chronik.records.reader import iter_records
 from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
 from chronik.storage.errors import KafkaStorageError, OffsetOutOfRange
-from chronik.storage.producer_state import ProducerStateManager
+from chronik.storage.leader_epoch import LeaderEpochCache
+from chronik.storage.producer_state import ProducerStateManager, snapshot_path
 from chronik.storage.segment import LogSegment, SyncFailed
 
 log = logging.getLogger("chronik.storage")
@@ -65,6 +80,8 @@ DELETE_SUFFIX = "-delete"
 _MAX_NAME = 255
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _READ_HINTS = 16
+_EPOCH = struct.Struct(">i")
+_EPOCH_AT = 12  # partitionLeaderEpoch in the batch header
 
 
 class AppendResult(NamedTuple):
@@ -120,6 +137,13 @@ class PartitionLog:
         self.compaction_failure: str | None = None  # logged once, until a pass succeeds
         self._holders = 0  # compaction passes writing into the directory
         self._doomed: Path | None = None  # the renamed directory they keep from removal
+        self.epochs = LeaderEpochCache(directory)
+        # Set by the replica manager while this broker leads the partition: stamped into
+        # each appended batch's partitionLeaderEpoch. -1: a single node, nothing stamped.
+        self.leader_epoch = -1
+        # In a cluster the high watermark is the replica manager's; otherwise the log end.
+        self.replicated = False
+        self._high_watermark = 0
 
     # -- open / close ---------------------------------------------------------------------
     @classmethod
@@ -163,6 +187,8 @@ class PartitionLog:
             except ValueError:
                 pass
         log._recover_producer_state()
+        log.epochs.truncate_from_end(log._end_offset)
+        log.epochs.truncate_from_start(log._start_offset)
         if clean:
             # Gone before any new write, so a crash from here on is seen as unclean.
             marker.unlink()
@@ -281,8 +307,33 @@ class PartitionLog:
     def end_offset(self) -> int:
         return self._end_offset
 
-    high_watermark = end_offset
-    last_stable_offset = end_offset
+    @property
+    def high_watermark(self) -> int:
+        if not self.replicated:
+            return self._end_offset
+        return min(max(self._high_watermark, self._start_offset), self._end_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark  # no transactions: nothing is pending
+
+    def set_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark up to ``offset`` (at most the log end); it never
+        moves back except by truncation. True when it moved."""
+        offset = min(offset, self._end_offset)
+        if offset <= self.stored_high_watermark:
+            return False
+        self._high_watermark = offset
+        return True
+
+    def restore_high_watermark(self, offset: int) -> None:
+        """The high watermark read back from the checkpoint at start (at most the end)."""
+        self._high_watermark = max(0, min(offset, self._end_offset))
+
+    @property
+    def stored_high_watermark(self) -> int:
+        """The high watermark as set, whether or not the log is replicated yet."""
+        return min(max(self._high_watermark, self._start_offset), self._end_offset)
 
     @property
     def size_bytes(self) -> int:
@@ -323,6 +374,15 @@ class PartitionLog:
         except OSError as exc:
             raise self._storage_error(exc) from None
         stamp_base_offset(batch, base)
+        epoch = self.leader_epoch
+        if epoch >= 0:
+            # partitionLeaderEpoch lies outside the CRC, like the base offset.
+            _EPOCH.pack_into(batch, _EPOCH_AT, epoch)
+            header = header._replace(partition_leader_epoch=epoch)
+            try:
+                self.epochs.assign(epoch, base)
+            except OSError as exc:
+                raise self._storage_error(exc) from None
         append_time = -1
         if self.config.log_append_time:
             set_log_append_time(batch, now_ms)
@@ -352,15 +412,230 @@ class PartitionLog:
     # Internal writers (the group coordinator) append batches they built the same way.
     append_batch_bytes = append
 
+    # -- replication (follower side) --------------------------------------------------------
+    def append_replicated(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
+        """Append a leader's batches as they are (offsets, epochs and timestamps already
+        set): each header is checked (magic 2, length, CRC) and offsets must not go back;
+        a torn last batch is left out. Rolls as append() does, one write per segment;
+        producer state and leader epochs follow each batch (duplicates are the leader's
+        call, not refused). Returns the new end offset. Raises ValueError for a bad batch
+        or offsets below the end (nothing appended), KafkaStorageError if a write fails
+        (that write cut back; batches written before it stay)."""
+        if self.offline is not None:
+            raise self._offline_error()
+        view = memoryview(data)
+        batches = self._replicated_batches(view)
+        if not batches:
+            return self._end_offset
+        first = batches[0][1]
+        if first.base_offset < self._end_offset:
+            # Kafka's way out for an empty log whose start (the leader's log start offset,
+            # moved by DeleteRecords) lies inside the leader's first batch.
+            if self._end_offset != self._start_offset or first.last_offset < self._end_offset:
+                raise ValueError(
+                    f"partition {self.name}: replicated batch at offset {first.base_offset} "
+                    f"is below the log end offset {self._end_offset}"
+                )
+            self.truncate_fully_and_start_at(first.base_offset)
+        seg = self.active
+        run: list[tuple[int, BatchHeader]] = []
+        run_start = run_bytes = 0
+        run_first_ts: int | None = None
+        try:
+            for rel, header in batches:
+                if self._should_roll(
+                    seg, header.size, header, header.last_offset, now_ms, run_bytes, run_first_ts
+                ):
+                    if run:
+                        self._write_run(seg, view[run_start:rel], run, run_start)
+                    try:
+                        seg = self._roll(now_ms)
+                    except OSError as exc:
+                        raise self._storage_error(exc) from None
+                    run, run_start, run_bytes, run_first_ts = [], rel, 0, None
+                if header.partition_leader_epoch >= 0:
+                    try:
+                        self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+                    except OSError as exc:
+                        raise self._storage_error(exc) from None
+                run.append((rel, header))
+                run_bytes += header.size
+                if run_first_ts is None:
+                    run_first_ts = header.max_timestamp
+            if run:
+                end = run[-1][0] + run[-1][1].size
+                self._write_run(seg, view[run_start:end], run, run_start)
+        except KafkaStorageError:
+            # Epochs assigned to batches that were not written go with them.
+            self.epochs.truncate_from_end(self._end_offset)
+            raise
+        if self._unflushed_messages >= self.config.flush_interval_messages:
+            self.flush()
+        return self._end_offset
+
+    def _replicated_batches(self, view: memoryview) -> list[tuple[int, BatchHeader]]:
+        """(position, header) of each whole batch of a leader's fetch response data."""
+        out: list[tuple[int, BatchHeader]] = []
+        size = len(view)
+        pos = 0
+        last = -1
+        while pos + HEADER_SIZE <= size:
+            header = read_header(view, pos)
+            if header.magic != 2:
+                raise ValueError(f"replicated batch with magic {header.magic}")
+            if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or header.last_offset_delta < 0:
+                raise ValueError(f"replicated batch with length {header.batch_length}")
+            if pos + header.size > size:
+                break  # cut by the leader's max bytes: fetched again next time
+            if not check_crc(view, header, pos):
+                raise ValueError(f"replicated batch at offset {header.base_offset}: bad CRC")
+            if header.base_offset <= last:
+                raise ValueError(
+                    f"replicated batch at offset {header.base_offset} follows offset {last}"
+                )
+            out.append((pos, header))
+            last = header.last_offset
+            pos += header.size
+        return out
+
+    def _write_run(
+        self,
+        seg: LogSegment,
+        chunk: memoryview,
+        run: list[tuple[int, BatchHeader]],
+        run_start: int,
+    ) -> None:
+        headers = [(rel - run_start, header) for rel, header in run]
+        try:
+            seg.append_batches(chunk, headers)
+        except OSError as exc:
+            raise self._storage_error(exc) from None
+        if self._write_failure is not None:
+            self._write_failure = None
+            log.info("partition %s: writes resumed", self.name)
+        self._end_offset = run[-1][1].last_offset + 1
+        self.append_seq += 1
+        records = 0
+        producers = self.producer_state
+        for _, header in run:
+            records += header.records_count
+            if header.producer_id >= 0:
+                producers.update(header, header.base_offset, header.max_timestamp)
+        self._unflushed_messages += records
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = _now_ms()
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at and after ``offset`` (from the start of the batch that
+        holds it): later segments are deleted, newest first, then the segment holding it
+        is cut, indexes included, and fsynced. Producer state is rebuilt, leader epochs
+        from the new end dropped, the high watermark lowered to the end if above it.
+        Only the epoch cache is cut if ``offset`` is at or past the end. A failure takes
+        the partition offline (KafkaStorageError); the restart recovers it."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to offset {offset}")
+        if offset >= self._end_offset:
+            # A conflicting epoch entry may still sit at the end (Kafka does the same).
+            self.epochs.truncate_from_end(offset)
+            return
+        if self.offline is not None:
+            raise self._offline_error()
+        if offset < self._bases[0]:
+            self.truncate_fully_and_start_at(offset)
+            return
+        i = self._segment_index(offset)
+        seg = self.segments[i]
+        found = seg.find(offset)
+        if found is None:
+            position, new_end = seg.size, offset  # in a gap after the segment's last batch
+        else:
+            position, new_end = found[0], min(offset, found[1].base_offset)
+        doomed = self.segments[i + 1 :]
+        self.segment_drops += 1
+        self._read_hints.clear()
+        removed = sum(s.size for s in doomed) + seg.size - position
+        try:
+            for old in reversed(doomed):
+                old.delete()
+            if doomed:
+                _fsync_dir(self.directory)
+            seg.truncate_to(position)
+        except OSError as exc:
+            self.sync_failed(exc)
+            raise self._offline_error() from None
+        finally:
+            self._set_segments([s for s in self.segments[: i + 1]])
+        self._end_offset = new_end
+        if self._start_offset > new_end:
+            self._start_offset = new_end
+            with contextlib.suppress(OSError):
+                self._save_start_offset(new_end)
+        self._after_truncation(new_end)
+        log.info("partition %s: truncated to offset %d (%d bytes removed)",
+                 self.name, new_end, removed)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset`` (a follower whose
+        log ends below its leader's log start offset). A failure takes the partition
+        offline (KafkaStorageError)."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at offset {offset}")
+        if self.offline is not None:
+            raise self._offline_error()
+        self.segment_drops += 1
+        old = list(self.segments)
+        try:
+            # The start offset first: with it on disk, whatever a crash leaves of the old
+            # segments is read from no earlier than ``offset``.
+            self._save_start_offset(offset)
+            for seg in reversed(old):
+                seg.delete()
+            self.segments = []
+            seg = LogSegment.create(
+                self.directory, offset, self.config.index_interval_bytes, _now_ms()
+            )
+            _fsync_dir(self.directory)
+        except OSError as exc:
+            self.sync_failed(exc)
+            raise self._offline_error() from None
+        self._set_segments([seg])
+        self._start_offset = self._end_offset = offset
+        for snap in self.producer_state.snapshot_offsets():
+            snapshot_path(self.directory, snap).unlink(missing_ok=True)
+        self.producer_state.producers = {}
+        self.epochs.clear()
+        self._after_truncation(offset)
+        log.info("partition %s: emptied, starts at offset %d", self.name, offset)
+
+    def _after_truncation(self, new_end: int) -> None:
+        if self.producer_state.producers or self.producer_state.snapshot_offsets():
+            self._recover_producer_state()
+        self.epochs.truncate_from_end(new_end)
+        self._high_watermark = min(self._high_watermark, new_end)
+        self._compacted_through = min(self._compacted_through, self.active.base_offset)
+        # What is left was fsynced by the truncation.
+        self.durable_seq = self.append_seq
+        self._unflushed_messages = 0
+        self._first_unflushed_ms = None
+
     def _should_roll(
-        self, seg: LogSegment, size: int, header: BatchHeader, last: int, now_ms: int
+        self,
+        seg: LogSegment,
+        size: int,
+        header: BatchHeader,
+        last: int,
+        now_ms: int,
+        pending: int = 0,
+        pending_first_ts: int | None = None,
     ) -> bool:
+        """``pending`` bytes (the first of them with timestamp ``pending_first_ts``) are
+        about to be written to ``seg`` ahead of this batch, in the same write."""
         if not seg.active:
             return True  # an earlier roll sealed it but could not start the next segment
-        if seg.size == 0:
+        if seg.size + pending == 0:
             return False
         cfg = self.config
-        if seg.size + size > cfg.segment_bytes:
+        if seg.size + pending + size > cfg.segment_bytes:
             return True
         if seg.index.size_bytes + 8 > cfg.segment_index_bytes:
             return True
@@ -369,7 +644,7 @@ class PartitionLog:
         if last - seg.base_offset > _MAX_RELATIVE_OFFSET:
             return True
         # Kafka's timeWaitedForRoll: measured in record time from the segment's first batch.
-        first = seg.first_batch_timestamp
+        first = seg.first_batch_timestamp if seg.size else pending_first_ts
         if first is not None and first >= 0:
             waited = header.max_timestamp - first
         else:
@@ -507,12 +782,15 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right(self._bases, offset) - 1)
 
-    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+    def read(
+        self, offset: int, max_bytes: int, min_one: bool = True, max_offset: int | None = None
+    ) -> bytes:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``, from a single
         segment, in one pread. With ``min_one`` a first batch larger than ``max_bytes``
-        is returned whole (KIP-74); without, nothing is."""
+        is returned whole (KIP-74); without, nothing is. No batch at or after
+        ``max_offset`` (a consumer's high watermark, always a batch boundary) is read."""
         end = self._end_offset
-        if offset == end:
+        if offset == end or (max_offset is not None and offset >= max_offset):
             return b""
         if offset < self._start_offset or offset > end:
             raise OffsetOutOfRange(
@@ -526,6 +804,10 @@ class PartitionLog:
             if found is None:
                 return b""
             seg, pos = found
+        if max_offset is not None and max_offset < end:
+            bound = self._locate(max_offset)
+            if bound is not None and bound[0] is seg:
+                max_bytes = min(max_bytes, bound[1] - pos)
         stop = seg.whole_batches_end(pos, pos + max(max_bytes, 0))
         if stop == pos:
             if not min_one:

@@ -289,6 +289,75 @@ class LogSegment:
             raise
         return position
 
+    def append_batches(
+        self, data: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]
+    ) -> int:
+        """Write whole batches already stamped (a follower's copy of its leader's bytes)
+        with one write and index each; ``headers`` are (position in ``data``, header).
+        Returns the position of ``data`` in the file; on OSError nothing of it remains."""
+        self.repair()
+        mark = self._mark()
+        position = self.size
+        try:
+            with self.file as fd:
+                write_all(fd, data)
+            self.size += len(data)
+            if self.first_batch_timestamp is None and headers:
+                self.first_batch_timestamp = headers[0][1].max_timestamp
+            for rel, header in headers:
+                self._index_batch(position + rel, header)
+        except OSError:
+            self._rollback(mark)
+            raise
+        return position
+
+    def truncate_to(self, position: int) -> int:
+        """Cut the segment at ``position`` (a batch boundary; 0 empties it), indexes
+        included, fsync both, and make it the active segment again if it was closed.
+        The indexes and in-memory state end up as if nothing after ``position`` had ever
+        been appended: index entries of cut batches go, the state is recomputed from the
+        last kept index entry (at most index.interval.bytes of headers), as _load_tail
+        does at a clean open. Returns the bytes removed."""
+        self.repair()
+        if not self.active:
+            old = self.file
+            self.file = FILES.file(self.log_path, os.O_RDWR | os.O_APPEND)
+            old.retire()
+            self.index.open_active(reset=False)
+            self.time_index.open_active(reset=False)
+            self.active = True
+            with self.file as fd:
+                self.created_ms = int(os.fstat(fd).st_mtime * 1000)
+        removed = max(0, self.size - position)
+        with self.file as fd:
+            os.ftruncate(fd, position)
+            _sync(os.fsync, fd)
+        self.size = position
+        # An offset index entry names the batch starting at its position; a time index
+        # entry made with it names an offset of that batch or before, and every later
+        # time entry (a later index point, or the one added when the segment rolled) an
+        # offset after it.
+        self.index.truncate_by_value(position)
+        last = self.index.last()
+        if last is None:
+            self.time_index.truncate(0)
+            mark_pos = 0
+        else:
+            self.time_index.truncate_by_value(last[0] + 1)
+            mark_pos = last[1]
+        self.flush_indexes()
+        last_ts = self.time_index.last()
+        self._max_timestamp, self._offset_of_max_timestamp = last_ts if last_ts else (-1, -1)
+        for _, header in self.headers_from(mark_pos):
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = header.last_offset
+        self._bytes_since_index = position - mark_pos
+        self.first_batch_timestamp = None
+        if position >= HEADER_SIZE:
+            self.first_batch_timestamp = self._first_header().max_timestamp
+        return removed
+
     def _mark(self) -> _Mark:
         return _Mark(
             self.size,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 from chronik.storage.diskio import write_all
@@ -114,6 +114,12 @@ class SparseIndex:
         del self._keys[entries:]
         del self._values[entries:]
         self._count = min(self._count, entries)
+
+    def truncate_by_value(self, bound: int) -> None:
+        """Keep only the entries whose value is below ``bound`` (active only; values
+        ascend): what indexed the part of a segment that was cut off goes."""
+        if self._values is not None:
+            self.truncate(bisect_left(self._values, bound))
 
     def last(self) -> tuple[int, int] | None:
         if self._count == 0:
