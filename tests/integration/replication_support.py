@@ -18,7 +18,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.produce.v9 import request as produce
 
 from .cluster_support import Cluster, wait_until
-from .replica_check import Acked
+from .replica_check import (
+    Acked,
+    Stored,
+    assert_no_duplicates,
+    assert_replicas_agree,
+    high_watermark,
+    log_end_offset,
+    replica_dirs,
+    replica_records,
+)
 
 # Short enough that a frozen follower leaves the ISR well within the ZooKeeper session
 # timeout (6 s), so freezing a broker does not also end its session.
@@ -96,6 +105,27 @@ def frozen(cluster: Cluster, broker_id: int) -> Iterator[None]:
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGCONT)
+
+
+def converged(
+    cluster: Cluster, topic: str, partitions: int
+) -> dict[int, dict[int, list[Stored]]]:
+    """Wait until each partition's replicas all end at its high watermark, check they
+    agree byte for byte, and return partition -> broker -> records."""
+    out: dict[int, dict[int, list[Stored]]] = {}
+    for p in range(partitions):
+        dirs = replica_dirs(cluster, topic, p)
+
+        def caught_up(dirs: dict = dirs, p: int = p) -> int | None:
+            hw = high_watermark(cluster.bootstrap, topic, p)
+            ends = {log_end_offset(d) for d in dirs.values()}
+            return hw if ends == {hw} and hw > 0 else None
+
+        hw = wait_until(caught_up, f"{topic}-{p}'s replicas all at its high watermark")
+        records = assert_replicas_agree(dirs, hw)
+        assert_no_duplicates(records, f"{topic}-{p}")
+        out[p] = {i: replica_records(d, hw) for i, d in dirs.items()}
+    return out
 
 
 class BackgroundProducer:

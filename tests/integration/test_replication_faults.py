@@ -20,14 +20,11 @@ from chronik.records.builder import Record, build_batch
 from .cluster_support import Cluster, offsets_partition, wait_until
 from .helpers import BASE_TS, RawClient, topic_name
 from .replica_check import (
-    Stored,
     assert_acknowledged_present,
-    assert_no_duplicates,
     assert_replicas_agree,
     high_watermark,
     log_end_offset,
     replica_bytes,
-    replica_dirs,
     replica_records,
 )
 from .replication_support import (
@@ -36,6 +33,7 @@ from .replication_support import (
     BackgroundGroup,
     BackgroundProducer,
     committed,
+    converged,
     create_replicated_topic,
     frozen,
     isr,
@@ -46,24 +44,6 @@ from .replication_support import (
 
 PARTITIONS = 6
 FETCH_WAIT_MS = 200
-
-
-def converged(cluster: Cluster, topic: str, partitions: int) -> dict[int, dict[int, list[Stored]]]:
-    """Wait until each partition's replicas all end at its high watermark, check they
-    agree byte for byte, and return partition -> broker -> records."""
-    out: dict[int, dict[int, list[Stored]]] = {}
-    for p in range(partitions):
-        dirs = replica_dirs(cluster, topic, p)
-        hw = high_watermark(cluster.bootstrap, topic, p)
-
-        def caught_up(dirs=dirs, hw=hw) -> bool:
-            return all(log_end_offset(d) == hw for d in dirs.values())
-
-        wait_until(caught_up, f"{topic}-{p}'s replicas all at the high watermark {hw}")
-        records = assert_replicas_agree(dirs, hw)
-        assert_no_duplicates(records, f"{topic}-{p}")
-        out[p] = {i: replica_records(d, hw) for i, d in dirs.items()}
-    return out
 
 
 def kill_leader_round(cluster: Cluster, topic: str, victim: int,
