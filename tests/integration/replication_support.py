@@ -221,6 +221,10 @@ class BackgroundProducer:
         except BaseException as exc:  # noqa: BLE001 - reported by stop()
             self.error = exc
 
+    def abandon(self) -> None:
+        """Stop sending, without waiting for the outstanding reports (a test failed)."""
+        self._stop.set()
+
     def stop(self) -> list[Acked]:
         """Stop sending, wait for every report; the acknowledged records in send order."""
         self._stop.set()
@@ -277,6 +281,11 @@ class BackgroundGroup:
                     continue
                 with self._lock:
                     self.read.append((m.partition(), m.offset(), m.value()))
+
+    def abandon(self) -> None:
+        """Stop reading (a test failed); the consumer is left to the garbage collector."""
+        self._stop.set()
+        self._thread.join(10)
 
     def stop_and_commit(self, partitions: int) -> dict[int, int]:
         """Stop reading, commit the positions reached, close; the committed offsets."""

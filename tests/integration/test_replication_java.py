@@ -158,8 +158,12 @@ def test_java_and_confluent_producers_through_a_leader_kill(cluster_factory, cla
                    f"a new leader for {java_topic}-0")
         cluster.start(victim)
         java.wait()
-    finally:
-        confluent_acked = confluent.stop()
+    except BaseException:
+        confluent.abandon()
+        if java.proc.poll() is None:
+            java.proc.kill()
+        raise
+    confluent_acked = confluent.stop()
     wait_full_isr(cluster, java_topic, PARTITIONS)
 
     # Java: every number acknowledged once, and stored once, in order, at its offset.
