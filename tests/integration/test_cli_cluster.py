@@ -64,3 +64,37 @@ def test_cluster_describe_without_a_broker_is_one_line() -> None:
         f"chronik: error: cannot reach a broker at 127.0.0.1:{port} (no answer within 1s)"
     ]
     assert result.stdout == ""
+
+
+def test_elect_leaders_on_one_node_needs_no_election(broker) -> None:
+    b = broker.bootstrap
+    topic = unique("elect")
+    ok("topics", "create", topic, "--partitions", "2", bootstrap=b)
+    assert ok("cluster", "elect-leaders", bootstrap=b).lines == [
+        "No partition needed a leader election (PREFERRED)."
+    ]
+    assert ok(
+        "cluster", "elect-leaders", "--topic", topic, "--type", "unclean", bootstrap=b
+    ).lines == [f"Valid replica already elected for partitions {topic}-0, {topic}-1"]
+    # Every partition is led by its only replica: none is under-replicated.
+    assert ok("topics", "describe", "--under-replicated-partitions", bootstrap=b).lines == []
+
+
+def test_elect_leaders_errors_are_one_line_each(broker) -> None:
+    b = broker.bootstrap
+    topic = unique("elect")
+    ok("topics", "create", topic, "--partitions", "1", bootstrap=b)
+    missing = chronik("cluster", "elect-leaders", "--topic", topic, "--partition", "5", bootstrap=b)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.error_lines == [
+        f"chronik: error: leader election (PREFERRED) failed for {topic}-5: "
+        "The partition does not exist. (UNKNOWN_TOPIC_OR_PART)"
+    ]
+    absent = chronik("cluster", "elect-leaders", "--topic", unique("absent"), bootstrap=b)
+    assert absent.returncode == 1 and len(absent.error_lines) == 1
+    assert "does not exist" in absent.stderr
+    usage = chronik("cluster", "elect-leaders", "--partition", "0", bootstrap=b)
+    assert (usage.returncode, usage.error_lines) == (
+        2,
+        ["chronik: error: --partition needs --topic"],
+    )

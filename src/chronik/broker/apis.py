@@ -38,6 +38,8 @@ MODULES = (
     "incremental_alter_configs",
     "offset_delete",
     "describe_cluster",
+    "offset_for_leader_epoch",
+    "elect_leaders",
 )
 
 

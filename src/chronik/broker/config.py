@@ -28,7 +28,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.retention.check.interval.ms": "300000",
     "log.flush.interval.messages": str(2**63 - 1),
     "offsets.topic.num.partitions": "50",
-    "offsets.topic.replication.factor": "1",
+    # Capped to the live brokers when __consumer_offsets is created, as Kafka does.
+    "offsets.topic.replication.factor": "3",
     # Kafka waits 3 s for more members before a new group's first rebalance; 300 ms
     # still gathers consumers started together, without Kafka's long first wait.
     "group.initial.rebalance.delay.ms": "300",
@@ -49,11 +50,31 @@ BROKER_DEFAULTS: dict[str, str] = {
     "zookeeper.connect": "",
     "zookeeper.session.timeout.ms": "18000",
     "zookeeper.connection.timeout.ms": "18000",
+    # Replication (cluster mode), Kafka's names and defaults.
+    "min.insync.replicas": "1",
+    "unclean.leader.election.enable": "false",
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
+    "num.replica.fetchers": "1",
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
 }
 
 # Read only in cluster mode; on a single node they are reported as having no effect.
 CLUSTER_KEYS = ("zookeeper.connect", "zookeeper.session.timeout.ms",
-                "zookeeper.connection.timeout.ms", "broker.rack")
+                "zookeeper.connection.timeout.ms", "broker.rack", "default.replication.factor",
+                "min.insync.replicas", "unclean.leader.election.enable", "replica.lag.time.max.ms",
+                "replica.fetch.max.bytes", "replica.fetch.min.bytes", "replica.fetch.wait.max.ms",
+                "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
+                "replica.high.watermark.checkpoint.interval.ms", "num.replica.fetchers",
+                "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+                "leader.imbalance.per.broker.percentage", "offsets.topic.replication.factor")
 
 # Kafka settings that only matter to a replicated cluster, or to parts chronik
 # does not have; accepted so that an existing config file works, and reported.
@@ -79,6 +100,9 @@ IGNORED_PREFIXES = (
     "group.coordinator.",
     "min.insync.replicas",
     "unclean.leader.election.enable",
+    "default.replication.factor",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.",
     "ssl.",
     "sasl.",
     "metadata.",
@@ -130,9 +154,7 @@ class BrokerConfig:
         self.num_partitions = _int(self.values["num.partitions"], "num.partitions")
         if self.num_partitions < 1:
             raise ConfigError("num.partitions must be at least 1")
-        replication = _int(self.values["default.replication.factor"], "default.replication.factor")
-        if replication != 1:
-            raise ConfigError("default.replication.factor must be 1 on a single-node broker")
+        self.default_replication_factor = self._positive("default.replication.factor")
         self.auto_create_topics = _bool(
             self.values["auto.create.topics.enable"], "auto.create.topics.enable"
         )
@@ -164,6 +186,31 @@ class BrokerConfig:
             "zookeeper.connection.timeout.ms", 1
         )
         self.rack = self.values.get("broker.rack") or None
+        self.min_insync_replicas = self._positive("min.insync.replicas")
+        self.unclean_leader_election = _bool(
+            self.values["unclean.leader.election.enable"], "unclean.leader.election.enable"
+        )
+        self.replica_lag_time_max_ms = self._positive("replica.lag.time.max.ms")
+        self.replica_fetch_max_bytes = self._positive("replica.fetch.max.bytes")
+        self.replica_fetch_min_bytes = self._positive("replica.fetch.min.bytes")
+        self.replica_fetch_wait_max_ms = self._at_least("replica.fetch.wait.max.ms", 0)
+        self.replica_fetch_response_max_bytes = self._positive("replica.fetch.response.max.bytes")
+        self.replica_fetch_backoff_ms = self._at_least("replica.fetch.backoff.ms", 0)
+        self.hw_checkpoint_interval_ms = self._positive(
+            "replica.high.watermark.checkpoint.interval.ms"
+        )
+        self.num_replica_fetchers = self._positive("num.replica.fetchers")
+        self.auto_leader_rebalance = _bool(
+            self.values["auto.leader.rebalance.enable"], "auto.leader.rebalance.enable"
+        )
+        self.leader_imbalance_check_seconds = self._positive(
+            "leader.imbalance.check.interval.seconds"
+        )
+        self.leader_imbalance_percentage = self._at_least(
+            "leader.imbalance.per.broker.percentage", 0
+        )
+        if not self.clustered and self.default_replication_factor != 1:
+            raise ConfigError("default.replication.factor must be 1 on a single-node broker")
         if self.zookeeper_connect and self.node_id < 0:
             raise ConfigError("broker.id must be set (0 or more) with zookeeper.connect")
 

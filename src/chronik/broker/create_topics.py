@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if partitions == -1:
             partitions = broker.config.num_partitions
         if replication == -1:
-            replication = 1
+            replication = broker.config.default_replication_factor
         if over_limit is not None:
             code, message = errors.POLICY_VIOLATION, over_limit
         elif broker.cluster is not None:
@@ -55,7 +55,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if code is None:
                     raise
                 message = str(exc)
-        results.append(_result(ctx, name, code, message, topic, partitions, configs))
+        results.append(
+            _result(ctx, name, code, message, topic, partitions, replication, configs)
+        )
     return ctx.build("CreateTopicsResponse", throttle_time=0, topics=tuple(results))
 
 
@@ -106,6 +108,7 @@ def _result(
     message: str | None,
     topic: Any,
     partitions: int,
+    replication: int,
     configs: dict[str, str],
 ) -> Any:
     entries: tuple[Any, ...] = ()
@@ -129,6 +132,6 @@ def _result(
         error_message=message,
         topic_config_error_code=errors.NONE,
         num_partitions=partitions if code == errors.NONE else -1,
-        replication_factor=1 if code == errors.NONE else -1,
+        replication_factor=replication if code == errors.NONE else -1,
         configs=entries,
     )

@@ -23,8 +23,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code, low = errors.NONE, -1
             plog, code = data_partition(ctx.broker, topic, wanted.name, p.partition_index)
             if plog is not None:
-                offset = plog.end_offset if p.offset == HIGH_WATERMARK else p.offset
-                if not 0 <= offset <= plog.end_offset:
+                # As Kafka: no further than the high watermark, so a follower can
+                # always follow the new log start.
+                offset = plog.high_watermark if p.offset == HIGH_WATERMARK else p.offset
+                if not 0 <= offset <= plog.high_watermark:
                     code = errors.OFFSET_OUT_OF_RANGE
                 else:
                     try:

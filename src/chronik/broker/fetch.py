@@ -7,6 +7,11 @@ data may exceed them (KIP-74), so a consumer always progresses. A fetch with few
 than min_bytes available waits up to max_wait_ms, woken early by appends.
 Fetch sessions (KIP-227) are not kept: every response carries session id 0,
 which tells clients to send full fetch requests.
+
+In a cluster, consumers read only below the high watermark. A fetch with a replica id
+(v4-14 replica_id, v15+ replica_state) is a follower's: it tells the leader the
+follower's log end offset (chronik.cluster.replica_manager) and reads up to the leader's
+log end.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import time
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.topics import data_partition, topic_by_id
+from chronik.broker.topics import data_partition, leader_epoch, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
 from chronik.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
@@ -41,8 +46,27 @@ def _resolve(ctx: RequestContext, fetch_topic: Any) -> tuple[Any, str, Any]:
 
 
 
+def _replica_id(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
+def _epoch_error(ctx: RequestContext, name: str, index: int, epoch: int) -> int:
+    """KIP-320: a fetch naming another leader epoch than the partition's is refused."""
+    if epoch < 0 or ctx.broker.cluster is None:
+        return errors.NONE
+    current = leader_epoch(ctx.broker, name, index)
+    if epoch < current:
+        return errors.FENCED_LEADER_EPOCH
+    if epoch > current:
+        return errors.UNKNOWN_LEADER_EPOCH
+    return errors.NONE
+
+
 def _read_all(
-    ctx: RequestContext, request: Any, budget: int
+    ctx: RequestContext, request: Any, budget: int, replica_id: int
 ) -> tuple[list[TopicResult], int, bool, list[Any]]:
     topics: list[TopicResult] = []
     total = 0
@@ -51,6 +75,8 @@ def _read_all(
     missing = (
         errors.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION
     )
+    cluster = ctx.broker.cluster
+    replicas = cluster.replicas if cluster is not None else None
     for fetch_topic in request.topics:
         topic, name, topic_id = _resolve(ctx, fetch_topic)
         parts: list[PartitionResult] = []
@@ -63,14 +89,26 @@ def _read_all(
                 parts.append(PartitionResult(index, code, -1, -1, -1, b""))
                 failed = True
                 continue
+            offset = fp.fetch_offset
+            epoch = getattr(fp, "current_leader_epoch", -1)
+            if replicas is not None and replica_id >= 0:
+                code = replicas.follower_fetch(name, index, replica_id, offset, epoch)
+            else:
+                code = _epoch_error(ctx, name, index, epoch)
+            if code != errors.NONE:
+                parts.append(PartitionResult(index, code, -1, -1, -1, b""))
+                failed = True
+                continue
             logs.append(plog)
             end = plog.end_offset
             start = plog.start_offset
-            offset = fp.fetch_offset
+            hw = plog.high_watermark
+            # A follower reads all the leader has; a consumer what the ISR has.
+            upto = None if replica_id >= 0 else hw
             if offset < start or offset > end:
                 # Empty, not null, records: as Kafka answers, and as librdkafka insists.
                 parts.append(
-                    PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, end, end, start, b"")
+                    PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, hw, hw, start, b"")
                 )
                 failed = True
                 continue
@@ -79,11 +117,15 @@ def _read_all(
             # KIP-74, as Kafka's ReplicaManager reads: only the first batch of the first
             # partition with data may go over the request's and the partition's limits.
             min_one = total == 0
-            if offset < end and (remaining > 0 or min_one):
+            stop = end if upto is None else min(upto, end)
+            if offset < stop and (remaining > 0 or min_one):
                 limit = min(fp.partition_max_bytes, remaining)
-                records = plog.read(offset, limit, min_one=min_one)
+                if stop < end:
+                    records = plog.read(offset, limit, min_one=min_one, max_offset=stop)
+                else:
+                    records = plog.read(offset, limit, min_one=min_one)
                 total += len(records)
-            parts.append(PartitionResult(index, errors.NONE, end, end, start, records))
+            parts.append(PartitionResult(index, errors.NONE, hw, hw, start, records))
         topics.append(TopicResult(name, topic_id, parts))
     return topics, total, failed, logs
 
@@ -95,6 +137,7 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
     if session_id != 0 and session_epoch not in (-1, 0):
         return encode_fetch_response(version, [], FETCH_SESSION_ID_NOT_FOUND)
     broker = ctx.broker
+    replica_id = _replica_id(request)
     max_wait = millis(request.max_wait) / 1000
     deadline = time.monotonic() + max_wait
     wanted = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
@@ -103,7 +146,7 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
         # What the broker's memory budget has left, so that responses shrink (to one
         # batch at least) rather than memory growing when many fetches are large.
         budget = broker.memory_pool.room(wanted)
-        topics, total, failed, logs = _read_all(ctx, request, budget)
+        topics, total, failed, logs = _read_all(ctx, request, budget, replica_id)
         remaining = deadline - time.monotonic()
         if (
             failed

@@ -28,15 +28,19 @@ EARLIEST_PENDING_UPLOAD = -5
 
 
 def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) as a consumer may see them: nothing at or past the high
+    watermark, which in a cluster is what every in-sync replica has."""
     if timestamp == LATEST:
-        return -1, plog.end_offset
+        return -1, plog.high_watermark
     if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
         return -1, plog.start_offset
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp()
-        return found if found is not None and found[1] >= 0 else (-1, -1)
+        if found is None or not 0 <= found[1] < plog.high_watermark:
+            return -1, -1
+        return found
     found = plog.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or found[0] >= plog.high_watermark:
         return -1, -1
     offset, ts = found
     return ts, offset

@@ -131,6 +131,7 @@ class Metrics:
         self._render_partitions(lines, family)
         self._render_groups(lines, family)
         self._render_cluster(lines, family)
+        self._render_replication(lines, family)
         return "\n".join(lines) + "\n"
 
     def _render_partitions(self, lines: list[str], family: object) -> None:
@@ -172,6 +173,32 @@ class Metrics:
         for name, text, value in gauges:
             family(name, "gauge", text)  # type: ignore[operator]
             lines.append(f"{name} {value}")
+
+    def _render_replication(self, lines: list[str], family: object) -> None:
+        """Kafka's ReplicaManager gauges. A single node has no followers: all zero."""
+        cluster = self.broker.cluster
+        replicas = None if cluster is None else getattr(cluster, "replicas", None)
+        values = (0, 0, 0, 0)
+        if replicas is not None:
+            values = (
+                replicas.under_replicated(),
+                replicas.isr_shrinks,
+                replicas.isr_expands,
+                replicas.max_lag(),
+            )
+        metrics = (
+            ("chronik_under_replicated_partitions", "gauge", "Partitions led here whose ISR "
+             "is smaller than their replica count (Kafka's UnderReplicatedPartitions)."),
+            ("chronik_isr_shrinks_total", "counter", "Times a follower left the ISR of a "
+             "partition led here (Kafka's IsrShrinksPerSec)."),
+            ("chronik_isr_expands_total", "counter", "Times a follower rejoined the ISR of a "
+             "partition led here (Kafka's IsrExpandsPerSec)."),
+            ("chronik_replica_max_lag", "gauge", "Largest lag in messages of a replica this "
+             "broker follows behind its leader (Kafka's ReplicaFetcherManager MaxLag)."),
+        )
+        for (name, kind, text), value in zip(metrics, values, strict=True):
+            family(name, kind, text)  # type: ignore[operator]
+            lines.append(f"{name} {int(value)}")
 
     def _render_groups(self, lines: list[str], family: object) -> None:
         family("chronik_consumer_group_lag", "gauge", "Log end offset minus the committed offset.")  # type: ignore[operator]

@@ -17,6 +17,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import INTERNAL_TOPICS, data_partition
 from chronik.protocol import errors
+from chronik.protocol.compat import millis
 from chronik.protocol.produce_response import (
     PartitionResult,
     TopicResult,
@@ -43,6 +44,7 @@ async def handle(
     now = broker.now_ms()
     results: list[TopicResult] = []
     synced: list[Any] = []
+    replicas = broker.cluster.replicas if broker.cluster is not None else None
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = broker.catalog.get(name)
@@ -60,6 +62,11 @@ async def handle(
                 message = f"Cannot append to internal topic {name}"
                 partitions.append(_error(index, errors.INVALID_TOPIC_EXCEPTION, message))
                 continue
+            if acks == -1 and replicas is not None:
+                short = replicas.not_enough_replicas(name, index)
+                if short is not None:  # Kafka refuses before appending anything
+                    partitions.append(_error(index, errors.NOT_ENOUGH_REPLICAS, short))
+                    continue
             records = part.records
             try:
                 if records is None:
@@ -89,7 +96,9 @@ async def handle(
             if not result.duplicate:
                 broker.notify_append(partition_log)
                 broker.metrics.bytes_in(name, len(batch))
-            synced.append((partition_log, len(results), len(partitions)))
+            synced.append(
+                (partition_log, len(results), len(partitions), name, index, result.last_offset)
+            )
             partitions.append(
                 (
                     index,
@@ -104,19 +113,39 @@ async def handle(
         results.append((name, partitions))
     release()
     if acks == -1 and synced:
+        timeout = millis(request.timeout) / 1000
         outcomes = await asyncio.gather(
-            *(broker.committer.sync(p) for p, _, _ in synced), return_exceptions=True
+            *(_durable(broker, replicas, entry, timeout) for entry in synced),
+            return_exceptions=True,
         )
-        for (_, t, i), outcome in zip(synced, outcomes, strict=True):
+        for (_, t, i, *_), outcome in zip(synced, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 # The fsync failed (logged once by the partition): not acknowledged.
                 code = getattr(outcome, "code", None)
                 if code is None:
                     raise outcome
                 results[t][1][i] = _error(results[t][1][i][0], code, str(outcome))
+            elif outcome is not None:
+                results[t][1][i] = _error(results[t][1][i][0], *outcome)
     if acks == 0:
         return None
     return encode_produce_response(ctx.api_version, results)
+
+
+async def _durable(
+    broker: Any, replicas: Any, entry: tuple[Any, ...], timeout: float
+) -> tuple[int, str | None] | None:
+    """acks=all: the leader's fsync (group commit) and, in a cluster, every in-sync
+    replica having the batch. None when both hold, else the error to answer."""
+    partition_log, _, _, name, index, last_offset = entry
+    if replicas is None:
+        await broker.committer.sync(partition_log)
+        return None
+    _, (code, message) = await asyncio.gather(
+        broker.committer.sync(partition_log),
+        replicas.wait_replicated(name, index, last_offset + 1, timeout),
+    )
+    return None if code == errors.NONE else (code, message)
 
 
 def _error(

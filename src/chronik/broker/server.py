@@ -156,6 +156,8 @@ class Broker:
         self._listener.start()
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
+        if self.cluster is not None:
+            self._tasks.append(asyncio.create_task(self._hw_checkpoint_loop()))
         if self.config.connections_max_idle_ms > 0:
             self._tasks.append(asyncio.create_task(self._idle_loop()))
         if self.metrics_listen:
@@ -198,6 +200,8 @@ class Broker:
         if self.coordinator is not None:
             await self.coordinator.stop()
         await self.metrics.close()
+        if self.cluster is not None:
+            self._write_hw_checkpoint()
         self.catalog.close()
         log.info("chronik broker stopped")
 
@@ -284,6 +288,19 @@ class Broker:
         finally:
             self._compaction = None
 
+    async def _hw_checkpoint_loop(self) -> None:
+        """Kafka's replication-offset-checkpoint: each replicated log's high watermark,
+        so a restarted broker serves consumers what they could see before."""
+        while True:
+            await asyncio.sleep(self.config.hw_checkpoint_interval_ms / 1000)
+            self._write_hw_checkpoint()
+
+    def _write_hw_checkpoint(self) -> None:
+        try:
+            self.catalog.write_hw_checkpoint()
+        except OSError as exc:
+            log.warning("high watermark checkpoint not written: %s", exc)
+
     async def _flush_loop(self) -> None:
         """fsync logs whose data has been unflushed longer than their flush.ms."""
         while True:
@@ -301,6 +318,13 @@ class Broker:
     # -- long poll ---------------------------------------------------------------
 
     def notify_append(self, partition_log: object) -> None:
+        """A log was appended to: in a cluster its high watermark may move (an ISR of
+        one), and fetches waiting on it wake."""
+        if self.cluster is not None:
+            self.cluster.replicas.leader_appended(partition_log)
+        self.wake_fetches(partition_log)
+
+    def wake_fetches(self, partition_log: object) -> None:
         waiters = self._waiters.pop(id(partition_log), None)
         if waiters:
             for fut in waiters:

@@ -102,7 +102,11 @@ async def cluster_get_or_create(
         return topic
     try:
         await cluster.create_topic(
-            name, broker.config.num_partitions, 1, {}, timeout_ms=AUTO_CREATE_WAIT_MS
+            name,
+            broker.config.num_partitions,
+            broker.config.default_replication_factor,
+            {},
+            timeout_ms=AUTO_CREATE_WAIT_MS,
         )
         log.info("auto-created topic %s with %d partitions", name, broker.config.num_partitions)
     except Exception as exc:  # invalid name, a concurrent create, leaders still coming

@@ -1,4 +1,5 @@
-"""`chronik cluster describe`: the brokers of a cluster, its controller and who leads what.
+"""`chronik cluster describe`: the brokers of a cluster, its controller and who leads what;
+`chronik cluster elect-leaders`: preferred or unclean leader election (kafka-leader-election).
 
 Everything comes over the Kafka protocol from the one broker given: DescribeCluster for
 the cluster id, the controller and each broker's rack, and Metadata for every partition's
@@ -9,13 +10,15 @@ cluster, and against a single chronik node (one broker, its own controller).
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import ClusterMetadata
 
-from chronik.cli.args import add_bootstrap
-from chronik.cli.clients import OPERATION_TIMEOUT, Cluster
+from chronik.cli.args import add_bootstrap, non_negative_int
+from chronik.cli.clients import OPERATION_TIMEOUT, Cluster, wait
 from chronik.cli.errors import CliError, describe_kafka_error
 from chronik.cli.table import print_table
 
@@ -27,9 +30,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "describe", help="brokers, the controller and the partitions each broker leads"
     )
     add_bootstrap(describe)
+    elect = sub.add_parser(
+        "elect-leaders",
+        help="move leadership to each partition's preferred replica, or elect an unclean leader",
+    )
+    elect.add_argument("--topic", metavar="TOPIC", help="default: every partition of the cluster")
+    elect.add_argument(
+        "--partition",
+        type=non_negative_int,
+        metavar="P",
+        help="only this partition of --topic (default: all of its partitions)",
+    )
+    elect.add_argument(
+        "--type",
+        choices=sorted(ELECTION_TYPES),
+        default="preferred",
+        help="preferred: the first replica of each partition's list, when it is in the ISR; "
+        "unclean: any live replica of a partition without a leader (may lose records)",
+    )
+    add_bootstrap(elect)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "elect-leaders":
+        return elect_leaders(args)
     cluster = Cluster.from_args(args)
     metadata = cluster.metadata()  # fails with one line when no broker answers
     print_view(view_of(cluster, metadata))
@@ -137,3 +161,61 @@ def print_view(view: ClusterView) -> None:
             ["OFFLINE-TOPIC", "PARTITION", "REPLICAS"],
             [(o.topic, o.partition, ",".join(map(str, o.replicas)) or "-") for o in view.offline],
         )
+
+
+ELECTION_TYPES = {"preferred": ElectionType.PREFERRED, "unclean": ElectionType.UNCLEAN}
+
+
+def elect_leaders(args: argparse.Namespace) -> int:
+    """Kafka's kafka-leader-election: what was elected and what needed no election on
+    stdout, one line per partition that failed on stderr, exit 1 if any did."""
+    if args.partition is not None and args.topic is None:
+        raise CliError("--partition needs --topic", exit_code=2)
+    cluster = Cluster.from_args(args)
+    partitions: list[TopicPartition] | None = None
+    if args.topic is not None:
+        indexes = [args.partition] if args.partition is not None else cluster.partitions(args.topic)
+        partitions = [TopicPartition(args.topic, p) for p in indexes]
+    else:
+        cluster.metadata()  # fails with one line when no broker answers
+    kind = ELECTION_TYPES[args.type]
+    # confluent-kafka 2.16's binding fails on any timeout keyword; its defaults
+    # (socket.timeout.ms) apply, and `wait` bounds the wait.
+    future = cluster.admin.elect_leaders(kind, partitions)
+    results: dict[TopicPartition, Any] = wait(future, "cannot elect leaders")
+    elected, not_needed, failed = [], [], []
+    for tp in sorted(results, key=lambda t: (t.topic, t.partition)):
+        err = results[tp]
+        name = f"{tp.topic}-{tp.partition}"
+        code = error_code(err)
+        if code is None:
+            elected.append(name)
+        elif code == KafkaError.ELECTION_NOT_NEEDED:
+            not_needed.append(name)
+        else:
+            failed.append((name, err))
+    label = kind.name
+    if elected:
+        print(
+            f"Successfully completed leader election ({label}) for partitions {', '.join(elected)}"
+        )
+    if not_needed:
+        print(f"Valid replica already elected for partitions {', '.join(not_needed)}")
+    if not (elected or not_needed or failed):
+        print(f"No partition needed a leader election ({label}).")
+    for name, err in failed:
+        print(
+            f"chronik: error: leader election ({label}) failed for {name}: "
+            f"{describe_kafka_error(err)}",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+def error_code(err: Any) -> int | None:
+    """The code of a per-partition result: None for success."""
+    if err is None:
+        return None
+    if isinstance(err, KafkaException) and err.args:
+        err = err.args[0]
+    return err.code() if isinstance(err, KafkaError) else KafkaError.UNKNOWN

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -54,10 +55,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     describe.add_argument(
         "--include-internal", action="store_true", help="with no NAME, include '__' topics"
     )
-    describe.add_argument(
+    # Kafka's kafka-topics takes one partition filter at a time.
+    only = describe.add_mutually_exclusive_group()
+    only.add_argument(
         "--unavailable-partitions",
         action="store_true",
         help="only partitions without a live leader",
+    )
+    only.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replica list",
     )
 
     alter = sub.add_parser("alter", help="change configs or add partitions")
@@ -127,19 +135,39 @@ def describe(cluster: Cluster, args: argparse.Namespace) -> int:
             key=lambda t: t.topic,
         )
     configs = topic_configs(cluster, [t.topic for t in topics])
+    only = partition_filter(args)
     for topic in topics:
-        print_topic(topic, configs.get(topic.topic), args.unavailable_partitions)
+        print_topic(topic, configs.get(topic.topic), only)
     return 0
 
 
+def unavailable(p: PartitionMetadata) -> bool:
+    return p.leader < 0
+
+
+def under_replicated(p: PartitionMetadata) -> bool:
+    return len(p.isrs) < len(p.replicas)
+
+
+def partition_filter(args: argparse.Namespace) -> Callable[[PartitionMetadata], bool] | None:
+    """The partitions kafka-topics --describe would show with the filter given, if any."""
+    if args.unavailable_partitions:
+        return unavailable
+    if args.under_replicated_partitions:
+        return under_replicated
+    return None
+
+
 def print_topic(
-    topic: TopicMetadata, configs: dict[str, str] | None, only_unavailable: bool = False
+    topic: TopicMetadata,
+    configs: dict[str, str] | None,
+    only: Callable[[PartitionMetadata], bool] | None = None,
 ) -> None:
     partitions = [topic.partitions[p] for p in sorted(topic.partitions)]
-    if only_unavailable:
-        # Like kafka-topics --unavailable-partitions: only leaderless partitions, no header.
+    if only is not None:
+        # Like kafka-topics with a partition filter: only those partitions, no header.
         for p in partitions:
-            if p.leader < 0:
+            if only(p):
                 print_partition(topic.topic, p)
         return
     replication = len(partitions[0].replicas) if partitions else 0

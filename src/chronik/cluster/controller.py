@@ -31,14 +31,23 @@ from kazoo.exceptions import (
 
 from chronik.cluster import znodes
 from chronik.cluster.session import ZkSession
-from chronik.cluster.view import ClusterView
+from chronik.cluster.view import ClusterView, TopicView
 from chronik.cluster.znodes import PartitionState
+from chronik.protocol import errors
 
 log = logging.getLogger("chronik.cluster.controller")
 # Partition states written in one ZooKeeper transaction.
 WRITE_CHUNK = 100
 RETRY_SECONDS = 0.5
 MAX_RETRY_SECONDS = 5.0
+
+
+_ELECTION_NAMES = {0: "preferred", 1: "unclean"}
+_ELECTION_MESSAGES = {
+    errors.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    errors.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader is not alive or not in the ISR.",
+    errors.ELIGIBLE_LEADERS_NOT_AVAILABLE: "No live replica can become the leader.",
+}
 
 
 class NotController(Exception):
@@ -50,7 +59,11 @@ class StaleView(Exception):
 
 
 def elect(
-    replicas: list[int], state: PartitionState | None, live: set[int], epoch: int
+    replicas: list[int],
+    state: PartitionState | None,
+    live: set[int],
+    epoch: int,
+    unclean: bool = False,
 ) -> PartitionState | None:
     """The partition's next state, or None when it is right as it is."""
     if state is None:
@@ -58,19 +71,62 @@ def elect(
         leader = alive[0] if alive else -1
         return PartitionState(leader, 0, tuple(alive or replicas), epoch)
     if state.leader in live and state.leader in replicas:
-        return None
+        # A dead follower leaves the ISR at once (Kafka's controller does this on a
+        # broker's failure), so acks=all does not wait replica.lag.time.max.ms for it.
+        isr = tuple(r for r in state.isr if r in live)
+        if isr == state.isr or not isr:
+            return None
+        return PartitionState(state.leader, state.leader_epoch, isr, epoch, state.zk_version)
     candidates = [r for r in replicas if r in live and r in state.isr]
     if candidates:
         isr = tuple(r for r in state.isr if r in live)
         return PartitionState(candidates[0], state.leader_epoch + 1, isr, epoch, state.zk_version)
+    if unclean:
+        # unclean.leader.election.enable: any live replica, accepting the loss of what
+        # only the ISR had.
+        alive = [r for r in replicas if r in live]
+        if alive:
+            return PartitionState(alive[0], state.leader_epoch + 1, (alive[0],), epoch,
+                                  state.zk_version)
     if state.leader == -1:
         return None
     return PartitionState(-1, state.leader_epoch + 1, state.isr, epoch, state.zk_version)
 
 
+def elect_preferred(
+    replicas: list[int], state: PartitionState | None, live: set[int], epoch: int
+) -> tuple[int, PartitionState | None]:
+    """Kafka's preferred replica election: the first assigned replica leads again if it
+    is alive and in the ISR. (error code, new state)."""
+    if state is None or not replicas:
+        return errors.PREFERRED_LEADER_NOT_AVAILABLE, None
+    preferred = replicas[0]
+    if state.leader == preferred:
+        return errors.ELECTION_NOT_NEEDED, None
+    if preferred not in live or preferred not in state.isr:
+        return errors.PREFERRED_LEADER_NOT_AVAILABLE, None
+    return errors.NONE, PartitionState(
+        preferred, state.leader_epoch + 1, state.isr, epoch, state.zk_version
+    )
+
+
 class Controller:
-    def __init__(self, node_id: int, session: ZkSession, view: ClusterView) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        session: ZkSession,
+        view: ClusterView,
+        *,
+        unclean_default: bool = False,
+        rebalance_interval: float | None = None,
+        imbalance_percentage: int = 10,
+    ) -> None:
         self.node_id = node_id
+        self.unclean_default = unclean_default
+        # auto.leader.rebalance.enable: seconds between checks (None: off).
+        self.rebalance_interval = rebalance_interval
+        self.imbalance_percentage = imbalance_percentage
+        self._rebalancer: asyncio.Task[None] | None = None
         self.session = session
         self.view = view
         self.active = False
@@ -106,6 +162,8 @@ class Controller:
             log.info("broker %d is the controller (epoch %d)", self.node_id, self.epoch)
             self._dirty.set()
             self._task = asyncio.create_task(self._run())
+            if self.rebalance_interval is not None:
+                self._rebalancer = asyncio.create_task(self._rebalance_loop())
         finally:
             self._electing = False
 
@@ -133,9 +191,10 @@ class Controller:
             return
         self.active = False
         log.info("broker %d is no longer the controller: %s", self.node_id, why)
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        for task in (self._task, self._rebalancer):
+            if task is not None:
+                task.cancel()
+        self._task = self._rebalancer = None
 
     def poke(self) -> None:
         """The view changed: look again."""
@@ -143,9 +202,10 @@ class Controller:
             self._dirty.set()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
+        tasks = [t for t in (self._task, self._rebalancer) if t is not None]
+        self._task = self._rebalancer = None
         self.active = False
-        if task is not None:
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -177,13 +237,28 @@ class Controller:
                 failures += 1
                 self._dirty.set()
 
+    def _unclean(self, topic: TopicView) -> bool:
+        value = topic.configs.get("unclean.leader.election.enable")
+        return self.unclean_default if value is None else value.strip().lower() == "true"
+
+    def _current(self, topic: TopicView, partition: int) -> PartitionState | None:
+        """The partition's state: the view's, or this controller's own newer write."""
+        old = topic.states.get(partition)
+        key = (topic.assignment.topic_id, partition)
+        mine = self._written.get(key)
+        if mine is None:
+            return old
+        if old is not None and old.zk_version >= mine.zk_version:
+            del self._written[key]  # the view has caught up
+            return old
+        return mine
+
     async def _reconcile(self) -> None:
         for name in sorted(self.view.deleting):
             await self.session.run(self._delete_topic, name)
             log.info("controller: deleted topic %s", name)
         live = set(self.view.brokers)
-        writes: list[tuple[str, int, PartitionState, bool]] = []
-        keys: list[tuple[object, int]] = []
+        writes: list[tuple[TopicView, int, PartitionState, bool]] = []
         moved: dict[tuple[int, int], list[str]] = {}
         current = {(t.assignment.topic_id, p) for t in self.view.topics.values()
                    for p in t.assignment.replicas}
@@ -192,36 +267,125 @@ class Controller:
         for topic in self.view.topics.values():
             if topic.name in self.view.deleting:
                 continue
+            unclean = self._unclean(topic)
             for partition, replicas in sorted(topic.assignment.replicas.items()):
-                old = topic.states.get(partition)
-                key = (topic.assignment.topic_id, partition)
-                mine = self._written.get(key)
-                if mine is not None:
-                    if old is not None and old.zk_version >= mine.zk_version:
-                        del self._written[key]  # the view has caught up
-                    else:
-                        old = mine
-                new = elect(replicas, old, live, self.epoch)
+                old = self._current(topic, partition)
+                new = elect(replicas, old, live, self.epoch, unclean)
                 if new is not None:
-                    writes.append((topic.name, partition, new, old is None))
-                    keys.append(key)
+                    writes.append((topic, partition, new, old is None))
                     if old is not None and old.leader != new.leader:
                         moved.setdefault((old.leader, new.leader), []).append(
                             f"{topic.name}-{partition}"
                         )
-        for start in range(0, len(writes), WRITE_CHUNK):
-            chunk = writes[start : start + WRITE_CHUNK]
-            await self.session.run(self._write_states, chunk)
-            for key, (_, _, state, created) in zip(keys[start : start + WRITE_CHUNK], chunk,
-                                                   strict=True):
-                version = 0 if created else state.zk_version + 1
-                self._written[key] = dataclasses.replace(state, zk_version=version)
+        await self._write(writes)
         for (old_leader, new_leader), names in sorted(moved.items()):
             more = f" and {len(names) - 5} more" if len(names) > 5 else ""
             log.info(
                 "controller: leader %d -> %d for %d partitions (%s%s)",
                 old_leader, new_leader, len(names), ", ".join(names[:5]), more,
             )
+
+    async def _write(self, writes: list[tuple[TopicView, int, PartitionState, bool]]) -> None:
+        for start in range(0, len(writes), WRITE_CHUNK):
+            chunk = writes[start : start + WRITE_CHUNK]
+            await self.session.run(
+                self._write_states, [(t.name, p, s, c) for t, p, s, c in chunk]
+            )
+            for topic, partition, state, created in chunk:
+                version = 0 if created else state.zk_version + 1
+                self._written[(topic.assignment.topic_id, partition)] = dataclasses.replace(
+                    state, zk_version=version
+                )
+
+    # -- leader elections asked for (ElectLeaders) and the preferred leaders' return ------
+
+    async def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Kafka's ElectLeaders on the controller: 0 preferred, 1 unclean. Without a list,
+        every partition, and only those where an election was due are reported."""
+        if not self.active:
+            raise NotController()
+        everything = partitions is None
+        if partitions is None:
+            partitions = [
+                (t.name, p) for t in self.view.topics.values() if t.name not in self.view.deleting
+                for p in sorted(t.assignment.replicas)
+            ]
+        live = set(self.view.brokers)
+        results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        writes: list[tuple[TopicView, int, PartitionState, bool]] = []
+        for name, partition in partitions:
+            topic = self.view.topics.get(name)
+            if topic is None or partition not in topic.assignment.replicas:
+                results[(name, partition)] = (
+                    errors.UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                )
+                continue
+            replicas = topic.assignment.replicas[partition]
+            state = self._current(topic, partition)
+            new: PartitionState | None = None
+            if election_type == 0:
+                code, new = elect_preferred(replicas, state, live, self.epoch)
+            elif state is not None and state.leader in live:
+                code = errors.ELECTION_NOT_NEEDED
+            else:
+                new = elect(replicas, state, live, self.epoch, unclean=True)
+                code = errors.NONE if new is not None and new.leader >= 0 else (
+                    errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                )
+                if code != errors.NONE:
+                    new = None
+            if new is not None:
+                writes.append((topic, partition, new, state is None))
+            if everything and code == errors.ELECTION_NOT_NEEDED:
+                continue
+            results[(name, partition)] = (code, _ELECTION_MESSAGES.get(code))
+        await self._write(writes)
+        for topic, partition, state, _ in writes:
+            log.info("controller: %s election: %s-%d led by %d", _ELECTION_NAMES[election_type],
+                     topic.name, partition, state.leader)
+        return results
+
+    async def _rebalance_loop(self) -> None:
+        assert self.rebalance_interval is not None
+        while self.active:
+            await asyncio.sleep(self.rebalance_interval)
+            due = self.imbalanced()
+            if due:
+                try:
+                    await self.elect_leaders(0, due)
+                except Exception as exc:  # the next check tries again
+                    log.debug("controller: preferred leader election: %s", exc)
+
+    def imbalanced(self) -> list[tuple[str, int]]:
+        """Partitions to hand back to their preferred leader: those of every broker whose
+        share of not-led preferred partitions is over leader.imbalance.per.broker.percentage
+        (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        live = set(self.view.brokers)
+        preferred: dict[int, list[tuple[str, int, bool]]] = {}
+        for topic in self.view.topics.values():
+            if topic.name in self.view.deleting:
+                continue
+            for partition, replicas in topic.assignment.replicas.items():
+                if not replicas:
+                    continue
+                state = topic.states.get(partition)
+                led = state is not None and state.leader == replicas[0]
+                electable = (
+                    state is not None and replicas[0] in live and replicas[0] in state.isr
+                )
+                preferred.setdefault(replicas[0], []).append((topic.name, partition,
+                                                               led or not electable))
+        due: list[tuple[str, int]] = []
+        for broker, parts in preferred.items():
+            if broker not in live:
+                continue
+            not_led = [(t, p) for t, p, fine in parts if not fine]
+            if not_led and len(not_led) * 100 > self.imbalance_percentage * len(parts):
+                due.extend(not_led)
+        return due
 
     def _write_states(self, writes: list[tuple[str, int, PartitionState, bool]]) -> None:
         client = self.session.client

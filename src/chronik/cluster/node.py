@@ -19,6 +19,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from chronik.cluster import znodes
 from chronik.cluster.controller import Controller
+from chronik.cluster.replica_manager import ReplicaManager
 from chronik.cluster.session import KazooState, ZkSession, ZooKeeperUnavailable
 from chronik.cluster.view import ClusterView
 from chronik.cluster.watcher import Watcher
@@ -47,9 +48,6 @@ PRODUCER_ID_BLOCK = 1000
 # tries again; the old registration goes when ZooKeeper expires that session.
 REGISTER_RETRY_SECONDS = 0.5
 RECONCILE_DEBOUNCE_SECONDS = 0.02
-
-# Partitions are not replicated between brokers yet: one replica each.
-MAX_REPLICATION_FACTOR = 1
 
 
 class InvalidReplicationFactor(StorageError):
@@ -101,7 +99,17 @@ class ClusterNode:
         )
         self.view = ClusterView()
         self.watcher = Watcher(self.session, self.view)
-        self.controller = Controller(self.node_id, self.session, self.view)
+        self.controller = Controller(
+            self.node_id,
+            self.session,
+            self.view,
+            unclean_default=config.unclean_leader_election,
+            rebalance_interval=(
+                config.leader_imbalance_check_seconds if config.auto_leader_rebalance else None
+            ),
+            imbalance_percentage=config.leader_imbalance_percentage,
+        )
+        self.replicas = ReplicaManager(self)
         self.cluster_id = ""
         self._reconciling: asyncio.Task[None] | None = None
         self._reconcile_again = False
@@ -158,6 +166,7 @@ class ClusterNode:
         self.view.subscribe(first_load)
         await self.session.run(self.watcher.install)
         await loaded
+        self.replicas.start()
         await self._reconcile()
         await self._register()
         await self.controller.try_elect()
@@ -175,6 +184,7 @@ class ClusterNode:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reconciling
         await self.controller.stop()
+        await self.replicas.stop()
         for task in list(self._tasks):
             task.cancel()
         with contextlib.suppress(Exception):
@@ -330,6 +340,7 @@ class ClusterNode:
                     catalog.alter_topic_configs(topic.name, topic.configs, replace=True)
                 except Exception as exc:
                     log.error("cannot apply the configs of topic %s: %s", topic.name, exc)
+        self.replicas.sync()
         self._follow_offsets_leadership()
 
     def _topic_gone(self, name: str) -> None:
@@ -458,12 +469,6 @@ class ClusterNode:
                     f"{len(live)}."
                 )
             replicas = assign_replicas(partitions, replication_factor, live)
-        factor = max(len(r) for r in replicas.values())
-        if factor > MAX_REPLICATION_FACTOR:
-            raise InvalidReplicationFactor(
-                f"Replication factor {factor} is not supported: chronik brokers do not "
-                f"replicate partitions yet (at most {MAX_REPLICATION_FACTOR})."
-            )
         self._check_broker_limits(replicas, name)
         topic_id = uuid.uuid4()
         if validate_only:

@@ -31,6 +31,22 @@ _NOT_COORDINATOR = int(E.not_coordinator)
 _NOT_AVAILABLE = int(E.coordinator_not_available)
 _UNKNOWN_PARTITION = int(E.unknown_topic_or_partition)
 _TOO_LARGE = (int(E.message_too_large), int(E.record_list_too_large))
+# A write the in-sync replicas did not all take (GroupMetadataManager's mapping).
+_NOT_REPLICATED = (
+    int(E.not_enough_replicas),
+    int(E.not_enough_replicas_after_append),
+    int(E.request_timed_out),
+)
+# Kafka's offsets.commit.timeout.ms: how long a write waits for the in-sync replicas.
+REPLICATION_TIMEOUT_SECONDS = 5.0
+
+
+class NotReplicated(Exception):
+    """A write to a replicated __consumer_offsets partition that its ISR did not take."""
+
+    def __init__(self, code: int, message: str | None) -> None:
+        super().__init__(message or f"error {code}")
+        self.code = code
 
 
 def store_error(exc: Exception, group_id: str, what: str, *, commit: bool = False) -> int:
@@ -44,8 +60,10 @@ def store_error(exc: Exception, group_id: str, what: str, *, commit: bool = Fals
     if code == _STORAGE:
         log.debug("group %s: %s not stored: %s", group_id, what, exc)
         return _NOT_COORDINATOR
-    if code == _UNKNOWN_PARTITION:
+    if code == _UNKNOWN_PARTITION or code in _NOT_REPLICATED:
         return _NOT_AVAILABLE
+    if code == int(E.not_leader_or_follower):
+        return _NOT_COORDINATOR
     if code in _TOO_LARGE:
         return int(E.invalid_commit_offset_size) if commit else int(E.unknown_server_error)
     if isinstance(code, int):
@@ -145,12 +163,24 @@ class OffsetsTopic:
         index, plog = await self._log_for(group_id)
         now = self.broker.now_ms()
         batch = bytearray(builder.build_batch([builder.Record(now, k, v) for k, v in records]))
+        cluster = self._cluster()
+        if cluster is not None:
+            short = cluster.replicas.not_enough_replicas(TOPIC, index)
+            if short is not None:
+                raise NotReplicated(int(E.not_enough_replicas), short)
         lock = self._locks.setdefault(index, asyncio.Lock())
         async with lock:
             result = plog.append(batch, read_header(batch), now)
             if inspect.isawaitable(result):
                 result = await result
+        self.broker.notify_append(plog)
         await self.broker.committer.sync(plog)
+        if cluster is not None:
+            code, message = await cluster.replicas.wait_replicated(
+                TOPIC, index, int(result.last_offset) + 1, REPLICATION_TIMEOUT_SECONDS
+            )
+            if code != 0:
+                raise NotReplicated(code, message)
         return int(result.last_offset)
 
     async def _log_for(self, group_id: str) -> tuple[int, Any]:

@@ -24,6 +24,10 @@
 #                         error_message nullable string, resource_type int8,
 #                         resource_name string, configs [name string, value nullable string,
 #                         read_only bool, is_default bool, is_sensitive bool]]
+# OffsetForLeaderEpoch v0-1 request: topics [topic string, partitions [partition int32,
+#                         leader_epoch int32]]
+#          response:      topics [topic string, partitions [error_code int16,
+#                         partition int32, (v1+ leader_epoch int32) end_offset int64]]
 #
 # kio decodes and encodes any dataclass laid out the way its generated ones are,
 # so these plug into the same codec.
@@ -270,6 +274,45 @@ def _describe_configs_v0() -> None:
     )
 
 
+def _offset_for_leader_epoch(version: int) -> None:
+    k = 23
+    part = _entity(
+        "OffsetForLeaderPartition",
+        k,
+        version,
+        NESTED,
+        [("partition", "int32"), ("leader_epoch", "int32")],
+    )
+    topic = _entity(
+        "OffsetForLeaderTopic",
+        k,
+        version,
+        NESTED,
+        [("topic", "string"), ("partitions", part, "[]")],
+    )
+    REQUESTS[k, version] = _entity(
+        "OffsetForLeaderEpochRequest", k, version, EntityType.request, [("topics", topic, "[]")]
+    )
+    spec: list[tuple[Any, ...]] = [("error_code", "error_code"), ("partition", "int32")]
+    if version >= 1:
+        spec.append(("leader_epoch", "int32"))
+    spec.append(("end_offset", "int64"))
+    result = _entity("EpochEndOffset", k, version, NESTED, spec)
+    rtopic = _entity(
+        "OffsetForLeaderTopicResult",
+        k,
+        version,
+        NESTED,
+        [("topic", "string"), ("partitions", result, "[]")],
+    )
+    top = _entity(
+        "OffsetForLeaderEpochResponse", k, version, EntityType.response, [("topics", rtopic, "[]")]
+    )
+    RESPONSES[k, version] = SimpleNamespace(
+        EpochEndOffset=result, OffsetForLeaderTopicResult=rtopic, OffsetForLeaderEpochResponse=top
+    )
+
+
 def response_class(api_key: int, version: int) -> type | None:
     """The top-level response class of a legacy version, if it is one."""
     namespace = RESPONSES.get((api_key, version))
@@ -284,3 +327,5 @@ _list_offsets_v0()
 _create_topics(0)
 _create_topics(1)
 _describe_configs_v0()
+_offset_for_leader_epoch(0)
+_offset_for_leader_epoch(1)

@@ -1,0 +1,229 @@
+"""A follower's fetcher: pulls the partitions it follows from one leader broker with
+Kafka's own Fetch request (replica_id = this broker's id; Fetch v11, whose fields are
+all a follower needs), as Kafka's ReplicaFetcherThread does. num.replica.fetchers of them
+share a leader's partitions.
+
+Before the first fetch of a partition under a new leader epoch the follower asks the
+leader, with OffsetForLeaderEpoch (KIP-101/279), where its own latest epoch ends on the
+leader and truncates anything after that: a tail the old leader wrote but never
+replicated is dropped, so every replica holds the same records at the same offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from chronik.cluster.replica_client import BrokerClient, BrokerUnreachable, request_module
+from chronik.protocol import errors
+from chronik.protocol.compat import build
+
+if TYPE_CHECKING:
+    from chronik.cluster.replica_manager import Replica, ReplicaManager
+
+log = logging.getLogger("chronik.replication")
+
+FETCH_KEY, FETCH_VERSION = 1, 11
+EPOCH_KEY, EPOCH_VERSION = 23, 3
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaManager, leader_id: int, index: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.index = index
+        config = manager.node.broker.config
+        self.wait_ms = config.replica_fetch_wait_max_ms
+        self.min_bytes = config.replica_fetch_min_bytes
+        self.max_bytes = config.replica_fetch_response_max_bytes
+        self.partition_max_bytes = config.replica_fetch_max_bytes
+        self.backoff = config.replica_fetch_backoff_ms / 1000
+        self._client: BrokerClient | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._client is not None:
+            self._client.close()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            replicas = [
+                r for r in self.manager.fetch_set(self.leader_id, self.index)
+                if r.paused_until <= time.monotonic()
+            ]
+            if not replicas:
+                await self.manager.wait_changed(self.backoff or 0.1)
+                continue
+            client = self._connect()
+            if client is None:
+                await self.manager.wait_changed(self.backoff or 0.1)
+                continue
+            try:
+                truncating = [r for r in replicas if r.needs_truncation]
+                if truncating:
+                    await self._truncate(client, truncating)
+                ready = [r for r in replicas if not r.needs_truncation]
+                if ready:
+                    await self._fetch(client, ready)
+                if self._failing:
+                    self._failing = False
+                    log.info("fetching from broker %d again", self.leader_id)
+            except asyncio.CancelledError:
+                raise
+            except BrokerUnreachable as exc:
+                if not self._failing:
+                    self._failing = True
+                    log.warning("cannot fetch from broker %d: %s", self.leader_id, exc)
+                await self.manager.wait_changed(self.backoff or 0.1)
+            except Exception:
+                log.exception("fetching from broker %d failed", self.leader_id)
+                await asyncio.sleep(self.backoff or 0.1)
+
+    def _connect(self) -> BrokerClient | None:
+        info = self.manager.node.view.brokers.get(self.leader_id)
+        if info is None:
+            return None
+        client = self._client
+        if client is None or (client.host, client.port) != (info.host, info.port):
+            if client is not None:
+                client.close()
+            client = BrokerClient(
+                info.host, info.port, f"chronik-replica-fetcher-{self.manager.node_id}"
+            )
+            self._client = client
+        return client
+
+    # -- truncation (KIP-101/279) ------------------------------------------------------------
+
+    async def _truncate(self, client: BrokerClient, replicas: list[Replica]) -> None:
+        module = request_module(EPOCH_KEY, EPOCH_VERSION)
+        asked: dict[tuple[str, int], tuple[Replica, int, int]] = {}
+        by_topic: dict[str, list[object]] = {}
+        for replica in replicas:
+            latest = replica.log.epochs.latest_epoch()
+            if latest < 0:
+                # Nothing to compare: keep what is below the high watermark, as Kafka does.
+                self._truncate_to(replica, replica.log.high_watermark, "no leader epochs")
+                continue
+            asked[replica.key] = (replica, replica.leader_epoch, latest)
+            by_topic.setdefault(replica.topic, []).append(build(
+                module.OffsetForLeaderPartition,
+                partition=replica.partition,
+                current_leader_epoch=replica.leader_epoch,
+                leader_epoch=latest,
+            ))
+        if not asked:
+            return
+        request = build(
+            module.OffsetForLeaderEpochRequest,
+            replica_id=self.manager.node_id,
+            topics=tuple(
+                build(module.OffsetForLeaderTopic, topic=name, partitions=tuple(parts))
+                for name, parts in by_topic.items()
+            ),
+        )
+        response = await client.request(request, timeout=30)
+        for topic in response.topics:
+            for part in topic.partitions:
+                entry = asked.get((topic.topic, part.partition))
+                if entry is None:
+                    continue
+                replica, epoch, latest = entry
+                if replica.role != "follower" or replica.leader_epoch != epoch:
+                    continue
+                code = int(part.error_code)
+                if code != errors.NONE:
+                    self.manager.pause(replica)
+                    continue
+                leader_epoch, leader_end = int(part.leader_epoch), int(part.end_offset)
+                plog = replica.log
+                if leader_epoch < 0 or leader_end < 0:
+                    self._truncate_to(replica, plog.high_watermark, "leader knows no such epoch")
+                    continue
+                if leader_epoch == latest:
+                    target = leader_end
+                else:
+                    # The leader's latest epoch at or below ours: cut where either log
+                    # ends that epoch (KIP-279).
+                    _, own_end = plog.epochs.end_offset_for(leader_epoch, plog.end_offset)
+                    target = min(leader_end, own_end if own_end >= 0 else plog.end_offset)
+                self._truncate_to(replica, target, f"leader epoch {leader_epoch} ends there")
+
+    def _truncate_to(self, replica: Replica, offset: int, why: str) -> None:
+        plog = replica.log
+        if offset < plog.end_offset:
+            log.info("%s: truncating from %d to %d (%s)", replica.name, plog.end_offset,
+                     offset, why)
+            plog.truncate_to(max(offset, plog.start_offset))
+        replica.needs_truncation = False
+
+    # -- fetch -------------------------------------------------------------------------------
+
+    async def _fetch(self, client: BrokerClient, replicas: list[Replica]) -> None:
+        module = request_module(FETCH_KEY, FETCH_VERSION)
+        sent: dict[tuple[str, int], tuple[Replica, int, int]] = {}
+        by_topic: dict[str, list[object]] = {}
+        for replica in replicas:
+            plog = replica.log
+            sent[replica.key] = (replica, replica.leader_epoch, plog.end_offset)
+            by_topic.setdefault(replica.topic, []).append(build(
+                module.FetchPartition,
+                partition=replica.partition,
+                current_leader_epoch=replica.leader_epoch,
+                fetch_offset=plog.end_offset,
+                log_start_offset=plog.start_offset,
+                partition_max_bytes=self.partition_max_bytes,
+            ))
+        request = build(
+            module.FetchRequest,
+            replica_id=self.manager.node_id,
+            max_wait=self.wait_ms,
+            min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(
+                build(module.FetchTopic, topic=name, partitions=tuple(parts))
+                for name, parts in by_topic.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = await client.request(request, timeout=self.wait_ms / 1000 + 30)
+        now = self.manager.node.broker.now_ms()
+        for topic in response.responses:
+            for part in topic.partitions:
+                entry = sent.get((topic.topic, part.partition_index))
+                if entry is None:
+                    continue
+                replica, epoch, offset = entry
+                if (
+                    replica.role != "follower"
+                    or replica.leader_epoch != epoch
+                    or replica.log.end_offset != offset
+                    or replica.log.closed
+                ):
+                    continue  # the partition moved on while the fetch was out
+                self.manager.fetched(
+                    replica,
+                    int(part.error_code),
+                    part.records,
+                    int(part.high_watermark),
+                    int(part.log_start_offset),
+                    now,
+                )

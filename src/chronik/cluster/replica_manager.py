@@ -1,0 +1,519 @@
+"""The replicas this broker stores, as leader or follower (Kafka's ReplicaManager and
+Partition).
+
+As leader of a partition it tracks each follower's log end offset from the follower's
+Fetch requests, keeps the ISR (a follower that has not caught up for
+replica.lag.time.max.ms leaves it; one that reaches the high watermark again rejoins),
+writes ISR changes into the partition's state znode (a versioned write, so a controller's
+decision made meanwhile wins and is read back), advances the high watermark to the
+smallest log end offset of the ISR, and answers acks=all produce requests once the
+high watermark covers them. As follower it is fed by a ReplicaFetcher per leader
+(chronik.cluster.replica_fetcher), which truncates a divergent tail first.
+
+Roles follow the partition states in the cluster view: `sync` runs after every change
+of the view has been stored locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+from chronik.cluster import znodes
+from chronik.cluster.znodes import PartitionState
+from chronik.protocol import errors
+from chronik.storage.errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from chronik.cluster.node import ClusterNode
+    from chronik.cluster.replica_fetcher import ReplicaFetcher
+    from chronik.storage.partition_log import PartitionLog
+
+log = logging.getLogger("chronik.replication")
+
+LEADER = "leader"
+FOLLOWER = "follower"
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass
+class FollowerState:
+    leo: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+
+@dataclass
+class Replica:
+    topic: str
+    partition: int
+    log: PartitionLog
+    role: str = ""
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    isr_version: int = -1
+    controller_epoch: int = -1
+    assigned: list[int] = field(default_factory=list)
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
+    isr_writing: bool = False
+    # Follower: truncate (OffsetForLeaderEpoch) before the next fetch.
+    needs_truncation: bool = False
+    paused_until: float = 0.0  # follower: no fetch before this (monotonic seconds)
+    leader_hw: int = -1  # follower: the leader's high watermark last seen
+    epoch_start_offset: int = 0  # leader: its log end offset when its epoch began
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class ReplicaManager:
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+        self.node_id = node.node_id
+        config = node.broker.config
+        self.lag_max_ms = config.replica_lag_time_max_ms
+        self.fetchers_per_leader = config.num_replica_fetchers
+        self.backoff = max(config.replica_fetch_backoff_ms / 1000, 0.05)
+        self.replicas: dict[tuple[str, int], Replica] = {}
+        self._by_log: dict[int, Replica] = {}
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._changed = asyncio.Event()
+        self._isr_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self._stopping = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._isr_task = asyncio.get_running_loop().create_task(self._isr_checks())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for replica in self.replicas.values():
+            self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
+        tasks = [f.stop() for f in self._fetchers.values()]
+        self._fetchers.clear()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for task in [self._isr_task, *self._tasks]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- roles follow the view --------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Take up the role the cluster view gives each locally stored partition."""
+        if self._stopping:
+            return
+        view = self.node.view
+        catalog = self.node.broker.catalog
+        seen: set[tuple[str, int]] = set()
+        for topic in view.topics.values():
+            local = catalog.get(topic.name)
+            if local is None or local.topic_id != topic.assignment.topic_id:
+                continue
+            for partition, assigned in topic.assignment.replicas.items():
+                if self.node_id not in assigned:
+                    continue
+                plog = local.log(partition)
+                state = topic.states.get(partition)
+                if plog is None or plog.closed or state is None:
+                    continue
+                key = (topic.name, partition)
+                seen.add(key)
+                replica = self.replicas.get(key)
+                if replica is None or replica.log is not plog:
+                    if replica is not None:
+                        self._drop(replica)
+                    replica = Replica(topic.name, partition, plog)
+                    self.replicas[key] = replica
+                    self._by_log[id(plog)] = replica
+                replica.assigned = list(assigned)
+                self._follow_state(replica, state)
+        for key in [k for k in self.replicas if k not in seen]:
+            self._drop(self.replicas.pop(key))
+        self._arrange_fetchers()
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _follow_state(self, replica: Replica, state: PartitionState) -> None:
+        replica.controller_epoch = state.controller_epoch
+        if state.leader == self.node_id:
+            if replica.role != LEADER or replica.leader_epoch != state.leader_epoch:
+                self._become_leader(replica, state)
+            elif state.zk_version > replica.isr_version:
+                replica.isr, replica.isr_version = state.isr, state.zk_version
+                self._maybe_advance_hw(replica)
+            return
+        if (
+            replica.role != FOLLOWER
+            or replica.leader_id != state.leader
+            or replica.leader_epoch != state.leader_epoch
+        ):
+            self._become_follower(replica, state)
+        replica.isr, replica.isr_version = state.isr, state.zk_version
+
+    def _become_leader(self, replica: Replica, state: PartitionState) -> None:
+        plog = replica.log
+        was = replica.role
+        replica.role = LEADER
+        replica.leader_id = self.node_id
+        replica.leader_epoch = state.leader_epoch
+        replica.isr, replica.isr_version = state.isr, state.zk_version
+        replica.needs_truncation = False
+        plog.replicated = True
+        plog.leader_epoch = state.leader_epoch
+        plog.epochs.assign(state.leader_epoch, plog.end_offset)
+        replica.epoch_start_offset = plog.end_offset
+        now = _now_ms()
+        followers: dict[int, FollowerState] = {}
+        for broker in replica.assigned:
+            if broker == self.node_id:
+                continue
+            old = replica.followers.get(broker) if was == LEADER else None
+            # Kafka starts the clock of every ISR member at the moment of leadership.
+            followers[broker] = old or FollowerState(
+                last_caught_up_ms=now if broker in state.isr else 0
+            )
+        replica.followers = followers
+        if was != LEADER:
+            log.info(
+                "%s: leader at epoch %d (log end %d, high watermark %d, isr %s)",
+                replica.name, state.leader_epoch, plog.end_offset, plog.high_watermark,
+                list(state.isr),
+            )
+        self._maybe_advance_hw(replica)
+        self.node.broker.wake_fetches(plog)
+
+    def _become_follower(self, replica: Replica, state: PartitionState) -> None:
+        self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
+        if replica.role == LEADER:
+            log.info("%s: follower of broker %d at epoch %d", replica.name, state.leader,
+                     state.leader_epoch)
+        replica.role = FOLLOWER
+        replica.leader_id = state.leader
+        replica.leader_epoch = state.leader_epoch
+        replica.followers = {}
+        replica.needs_truncation = True
+        replica.paused_until = 0.0
+        replica.log.replicated = True
+        replica.log.leader_epoch = -1
+        # Wakes fetches waiting on it: they find this broker no longer leads it.
+        self.node.broker.wake_fetches(replica.log)
+
+    def _drop(self, replica: Replica) -> None:
+        self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
+        self._by_log.pop(id(replica.log), None)
+        replica.role = ""
+
+    def _arrange_fetchers(self) -> None:
+        from chronik.cluster.replica_fetcher import ReplicaFetcher
+
+        wanted: set[tuple[int, int]] = set()
+        for replica in self.replicas.values():
+            if replica.role == FOLLOWER and replica.leader_id >= 0:
+                wanted.add(self._fetcher_key(replica))
+        for key in [k for k in self._fetchers if k not in wanted]:
+            self._spawn(self._fetchers.pop(key).stop())
+        for key in sorted(wanted - set(self._fetchers)):
+            fetcher = ReplicaFetcher(self, key[0], key[1])
+            self._fetchers[key] = fetcher
+            fetcher.start()
+
+    def _fetcher_key(self, replica: Replica) -> tuple[int, int]:
+        return replica.leader_id, hash(replica.key) % self.fetchers_per_leader
+
+    def fetch_set(self, leader_id: int, index: int) -> list[Replica]:
+        """The follower replicas a fetcher pulls from ``leader_id``."""
+        return [
+            r for r in self.replicas.values()
+            if r.role == FOLLOWER and self._fetcher_key(r) == (leader_id, index)
+        ]
+
+    async def wait_changed(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    # -- follower: what the fetcher brings ----------------------------------------------
+
+    def pause(self, replica: Replica) -> None:
+        """No fetch for this partition until the backoff has passed or the view changes."""
+        replica.paused_until = time.monotonic() + self.backoff
+
+    def fetched(
+        self, replica: Replica, code: int, records: bytes | None, leader_hw: int,
+        leader_start: int, now_ms: int,
+    ) -> None:
+        plog = replica.log
+        if code == errors.OFFSET_OUT_OF_RANGE:
+            if 0 <= plog.end_offset < leader_start:
+                log.info("%s: the leader starts at %d, after this log's end %d: starting over "
+                         "there", replica.name, leader_start, plog.end_offset)
+                plog.truncate_fully_and_start_at(leader_start)
+            else:
+                replica.needs_truncation = True
+            return
+        if code != errors.NONE:
+            log.debug("%s: fetch from broker %d: error %d", replica.name, replica.leader_id, code)
+            self.pause(replica)
+            return
+        if records:
+            try:
+                plog.append_replicated(records, now_ms)
+            except KafkaStorageError:
+                self.pause(replica)  # logged once by the partition
+                return
+            except ValueError as exc:
+                log.warning("%s: the leader's records do not fit this log: %s; truncating "
+                            "again", replica.name, exc)
+                replica.needs_truncation = True
+                self.pause(replica)
+                return
+        replica.leader_hw = leader_hw
+        plog.set_high_watermark(min(leader_hw, plog.end_offset))
+        if plog.start_offset < leader_start <= plog.end_offset:
+            with contextlib.suppress(Exception):
+                plog.delete_records(leader_start)
+
+    # -- leader: followers' fetches, ISR, high watermark ----------------------------------
+
+    def follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int,
+        current_leader_epoch: int,
+    ) -> int:
+        """A follower fetches ``fetch_offset``: its log end offset. Returns the error code
+        for its partition."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None or replica.role != LEADER:
+            return errors.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < replica.leader_epoch:
+                return errors.FENCED_LEADER_EPOCH
+            if current_leader_epoch > replica.leader_epoch:
+                return errors.UNKNOWN_LEADER_EPOCH
+        follower = replica.followers.get(replica_id)
+        if follower is None:
+            return errors.REPLICA_NOT_AVAILABLE
+        plog = replica.log
+        leo = plog.end_offset
+        now = _now_ms()
+        # Kafka's Replica.updateFetchState: caught up to the leader's end now, or to the
+        # end it had at the previous fetch.
+        if fetch_offset >= leo:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, now)
+        elif fetch_offset >= follower.last_fetch_leader_leo:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.last_fetch_leader_leo = leo
+        follower.last_fetch_ms = now
+        follower.leo = min(fetch_offset, leo)
+        if replica_id not in replica.isr and self._may_join_isr(replica, follower):
+            self._spawn(self._write_isr(replica, (*replica.isr, replica_id), "expand"))
+        self._maybe_advance_hw(replica)
+        return errors.NONE
+
+    def _may_join_isr(self, replica: Replica, follower: FollowerState) -> bool:
+        # Kafka's isFollowerInSync: at the high watermark, and holding everything of
+        # earlier epochs (so it has truncated whatever diverged).
+        return (
+            follower.leo >= replica.log.high_watermark
+            and follower.leo >= replica.epoch_start_offset
+        )
+
+    def leader_appended(self, plog: Any) -> None:
+        replica = self._by_log.get(id(plog))
+        if replica is not None and replica.role == LEADER:
+            self._maybe_advance_hw(replica)
+
+    def _maybe_advance_hw(self, replica: Replica) -> None:
+        if replica.role != LEADER:
+            return
+        plog = replica.log
+        low = plog.end_offset
+        for broker in replica.isr:
+            if broker == self.node_id:
+                continue
+            follower = replica.followers.get(broker)
+            if follower is not None:
+                low = min(low, follower.leo)
+        if low >= 0 and plog.set_high_watermark(low):
+            self._release_waiters(replica)
+            self.node.broker.wake_fetches(plog)
+
+    def _release_waiters(self, replica: Replica) -> None:
+        hw = replica.log.high_watermark
+        keep = []
+        for offset, fut in replica.waiters:
+            if offset <= hw:
+                if not fut.done():
+                    fut.set_result(errors.NONE)
+            else:
+                keep.append((offset, fut))
+        replica.waiters = keep
+
+    def _fail_waiters(self, replica: Replica, code: int) -> None:
+        for _, fut in replica.waiters:
+            if not fut.done():
+                fut.set_result(code)
+        replica.waiters = []
+
+    async def _isr_checks(self) -> None:
+        interval = max(self.lag_max_ms / 2000, 0.05)
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            now = _now_ms()
+            for replica in list(self.replicas.values()):
+                if replica.role != LEADER or replica.isr_writing:
+                    continue
+                out = [
+                    b for b in replica.isr
+                    if b != self.node_id and self._lagging(replica, b, now)
+                ]
+                if out:
+                    keep = tuple(b for b in replica.isr if b not in out)
+                    self._spawn(self._write_isr(replica, keep, "shrink"))
+
+    def _lagging(self, replica: Replica, broker: int, now: int) -> bool:
+        follower = replica.followers.get(broker)
+        if follower is None:
+            return False
+        if follower.leo >= replica.log.end_offset:
+            return False  # caught up, even if it has not fetched for a while
+        return now - follower.last_caught_up_ms > self.lag_max_ms
+
+    async def _write_isr(self, replica: Replica, isr: tuple[int, ...], why: str) -> None:
+        if replica.isr_writing or replica.role != LEADER:
+            return
+        replica.isr_writing = True
+        epoch = replica.leader_epoch
+        try:
+            version = await self.node.session.run(
+                self._write_isr_znode, replica.topic, replica.partition, epoch, isr
+            )
+        except Exception as exc:
+            log.debug("%s: ISR %s not written: %s", replica.name, list(isr), exc)
+            version = None
+        finally:
+            replica.isr_writing = False
+        if version is None or replica.role != LEADER or replica.leader_epoch != epoch:
+            return
+        old = replica.isr
+        replica.isr, replica.isr_version = isr, version
+        if why == "shrink":
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
+        log.info("%s: ISR %s -> %s", replica.name, list(old), list(isr))
+        self._maybe_advance_hw(replica)
+
+    def _write_isr_znode(
+        self, topic: str, partition: int, epoch: int, isr: tuple[int, ...]
+    ) -> int | None:
+        """Kafka's leader-side ISR update in ZooKeeper mode: a conditional write that
+        gives up if the controller has moved the partition on (another leader or epoch)."""
+        client = self.node.session.client
+        assert client is not None
+        path = znodes.state_path(topic, partition)
+        for _ in range(3):
+            try:
+                data, stat = client.get(path)
+            except NoNodeError:
+                return None
+            current = znodes.parse_state(data, stat.version)
+            if current.leader != self.node_id or current.leader_epoch != epoch:
+                return None
+            if current.isr == isr:
+                return stat.version
+            new = PartitionState(self.node_id, epoch, isr, current.controller_epoch)
+            try:
+                return client.set(path, znodes.state_value(new), stat.version).version
+            except BadVersionError:
+                continue
+        return None
+
+    # -- leader: acks=all ------------------------------------------------------------------
+
+    def not_enough_replicas(self, topic: str, partition: int) -> str | None:
+        """Why an acks=all append is refused before it is made (Kafka's
+        NOT_ENOUGH_REPLICAS), or None."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None:
+            return None
+        wanted = replica.log.config.min_insync_replicas
+        if len(replica.isr) < wanted:
+            return (
+                f"The size of the current ISR {list(replica.isr)} is insufficient to satisfy "
+                f"the min.isr requirement of {wanted} for partition {replica.name}"
+            )
+        return None
+
+    async def wait_replicated(
+        self, topic: str, partition: int, offset: int, timeout: float
+    ) -> tuple[int, str | None]:
+        """Wait until the high watermark reaches ``offset`` (every ISR member has what is
+        below it); the error code and message for the produce."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None or replica.role != LEADER:
+            return errors.NOT_LEADER_OR_FOLLOWER, None
+        if replica.log.high_watermark < offset:
+            fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            replica.waiters.append((offset, fut))
+            try:
+                code = await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except TimeoutError:
+                replica.waiters = [w for w in replica.waiters if w[1] is not fut]
+                return errors.REQUEST_TIMED_OUT, (
+                    f"{replica.name}: not replicated to the ISR {list(replica.isr)} in time"
+                )
+            if code != errors.NONE:
+                return code, None
+        wanted = replica.log.config.min_insync_replicas
+        if len(replica.isr) < wanted:
+            return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, (
+                f"The size of the current ISR {list(replica.isr)} is insufficient to satisfy "
+                f"the min.isr requirement of {wanted} for partition {replica.name}"
+            )
+        return errors.NONE, None
+
+    # -- what metrics and tools ask --------------------------------------------------------
+
+    def is_leader(self, topic: str, partition: int) -> bool:
+        replica = self.replicas.get((topic, partition))
+        return replica is not None and replica.role == LEADER
+
+    def under_replicated(self) -> int:
+        return sum(
+            1 for r in self.replicas.values()
+            if r.role == LEADER and len(r.isr) < len(r.assigned)
+        )
+
+    def max_lag(self) -> int:
+        lag = 0
+        for replica in self.replicas.values():
+            if replica.role == FOLLOWER and replica.leader_hw >= 0:
+                lag = max(lag, replica.leader_hw - replica.log.end_offset)
+        return lag
