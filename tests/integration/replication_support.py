@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -132,7 +133,7 @@ class BackgroundProducer:
     """An idempotent acks=all confluent-kafka producer sending keyed records as fast as
     the brokers take them (at most `max_rate` a second, so a run's data stays small
     enough to check), recording each delivery report. Values are unique
-    (`<key>:<sequence>`), so a record can be found on every replica."""
+    (`<key>:<producer>:<sequence>`), so a record can be found on every replica."""
 
     def __init__(
         self,
@@ -144,6 +145,7 @@ class BackgroundProducer:
     ) -> None:
         self.topic = topic
         self.keys = [f"key-{k:03d}".encode() for k in range(keys)]
+        self.tag = f":{uuid.uuid4().hex[:6]}".encode()
         self.max_rate = max_rate
         self.config = {
             "bootstrap.servers": bootstrap,
@@ -206,7 +208,7 @@ class BackgroundProducer:
                     producer.poll(0.01)
                     continue
                 key = self.keys[self.sent % len(self.keys)]
-                value = key + f":{self.sent:09d}".encode()
+                value = key + self.tag + f":{self.sent:09d}".encode()
                 try:
                     producer.produce(
                         self.topic, key=key, value=value,
