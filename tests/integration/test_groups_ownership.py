@@ -34,6 +34,21 @@ REBALANCE_IN_PROGRESS = 27
 OFFSETS_PARTITIONS = 4
 
 
+class StubReplicas:
+    """Replication as with one replica: every write is in its ISR at once."""
+
+    def not_enough_replicas(self, topic: str, partition: int) -> str | None:
+        return None
+
+    def leader_appended(self, partition_log: object) -> None:
+        pass
+
+    async def wait_replicated(
+        self, topic: str, partition: int, offset: int, timeout: float
+    ) -> tuple[int, str | None]:
+        return NONE, None
+
+
 class StubCluster:
     """What the coordinator asks of broker.cluster: partition counts and leadership."""
 
@@ -42,6 +57,7 @@ class StubCluster:
     def __init__(self, counts: dict[str, int], led: set[int]) -> None:
         self.counts = counts
         self.led = led  # partitions of __consumer_offsets this broker leads
+        self.replicas = StubReplicas()
 
     def partition_count(self, topic: str) -> int | None:
         return self.counts.get(topic)
@@ -86,6 +102,9 @@ class Node:
     @staticmethod
     def now_ms() -> int:
         return time.time_ns() // 1_000_000
+
+    def notify_append(self, partition_log: object) -> None:
+        pass
 
     def close(self) -> None:
         for topic in self.catalog.topics.values():

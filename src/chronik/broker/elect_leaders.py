@@ -112,35 +112,15 @@ def _every_partition(view: Any) -> list[TopicPartition]:
     return [(t.name, i) for t in view.topics.values() for i in range(t.partition_count)]
 
 
-def _judge_view(cluster: Any, election_type: int, wanted: list[TopicPartition]) -> dict:
-    view = cluster.view
-
-    def replicas_of(name: str, index: int) -> list[int] | None:
-        count = view.partition_count(name)
-        if count is None or not 0 <= index < count:
-            return None
-        return view.replicas(name, index)
-
-    return judge(election_type, wanted, replicas_of, view.leader_of, view.brokers, view.deleting)
-
-
 async def _cluster(
     cluster: Any, election_type: int, wanted: list[TopicPartition] | None, timeout_ms: int
 ) -> Mapping[TopicPartition, Result]:
     from chronik.cluster.controller import NotController
 
-    controller = cluster.controller
-    elect = getattr(controller, "elect_leaders", None)
     try:
-        if elect is None:
-            # A controller that cannot move leaders: it still tells which partitions
-            # need no election and which have no replica to elect.
-            if not controller.active:
-                raise NotController()
-            return _judge_view(cluster, election_type, wanted or _every_partition(cluster.view))
         # The election goes on if the request stops waiting: a state write half done by
         # a cancelled task would leave the controller to find out what happened.
-        task = asyncio.ensure_future(elect(election_type, wanted))
+        task = asyncio.ensure_future(cluster.controller.elect_leaders(election_type, wanted))
         return await asyncio.wait_for(asyncio.shield(task), timeout_ms / 1000)
     except NotController:
         every = wanted if wanted is not None else _every_partition(cluster.view)
