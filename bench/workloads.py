@@ -75,12 +75,21 @@ def consumer_config(bootstrap: str) -> dict[str, object]:
 
 
 def create_topic(
-    bootstrap: str, name: str, partitions: int, timeout_s: float = 30.0
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    timeout_s: float = 30.0,
+    replication_factor: int = 1,
+    config: dict[str, str] | None = None,
 ) -> dict[str, int]:
     """Create the topic, wait until every partition has a leader; partitions led per
     broker id."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    new_topic = NewTopic(
+        name, num_partitions=partitions, replication_factor=replication_factor,
+        config=config or {},
+    )
+    futures = admin.create_topics([new_topic])
     futures[name].result(timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
