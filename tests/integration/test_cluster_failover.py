@@ -198,7 +198,10 @@ def test_the_group_coordinator_killed_offsets_survive(cluster_factory):
 
     from .cluster_support import offsets_partition
 
-    cluster = cluster_factory()
+    # One replica of each __consumer_offsets partition: the coordinator's loss leaves its
+    # groups unavailable until it returns (replicated offsets fail over instead:
+    # test_replication_faults).
+    cluster = cluster_factory(config={"offsets.topic.replication.factor": "1"})
     topic = topic_name("grp")
     create_topic(cluster.broker(1).bootstrap, topic, 6)
     cluster.wait_topic(topic, 6)
