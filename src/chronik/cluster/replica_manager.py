@@ -100,6 +100,7 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._stopping = False
+        self._news: dict[str, list[str]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -157,6 +158,12 @@ class ReplicaManager:
                 self._follow_state(replica, state)
         for key in [k for k in self.replicas if k not in seen]:
             self._drop(self.replicas.pop(key))
+        # One line per kind of change, however many partitions it touched.
+        for what, names in sorted(self._news.items()):
+            more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+            log.info("broker %d now %s %d partitions (%s%s)", self.node_id, what, len(names),
+                     ", ".join(names[:5]), more)
+        self._news.clear()
         self._arrange_fetchers()
         self._changed.set()
         self._changed = asyncio.Event()
@@ -201,8 +208,9 @@ class ReplicaManager:
                 last_caught_up_ms=now if broker in state.isr else 0
             )
         replica.followers = followers
-        if was != LEADER:
-            log.info(
+        if was == FOLLOWER:  # a failover; new partitions' first roles are not news
+            self._news.setdefault("leads", []).append(replica.name)
+            log.debug(
                 "%s: leader at epoch %d (log end %d, high watermark %d, isr %s)",
                 replica.name, state.leader_epoch, plog.end_offset, plog.high_watermark,
                 list(state.isr),
@@ -213,8 +221,7 @@ class ReplicaManager:
     def _become_follower(self, replica: Replica, state: PartitionState) -> None:
         self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
         if replica.role == LEADER:
-            log.info("%s: follower of broker %d at epoch %d", replica.name, state.leader,
-                     state.leader_epoch)
+            self._news.setdefault(f"follows broker {state.leader} for", []).append(replica.name)
         replica.role = FOLLOWER
         replica.leader_id = state.leader
         replica.leader_epoch = state.leader_epoch
