@@ -8,8 +8,6 @@ $CHRONIK_KAFKA_JARS, else .cache/kafka-java; scripts/install-test-deps.sh puts t
 from __future__ import annotations
 
 import base64
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,34 +25,16 @@ from .helpers import (
     sample_records,
     topic_name,
 )
+from .java_support import JAVA_TIMEOUT, NEEDS_JAVA, compile_java
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "tests" / "compat" / "java" / "ChronikClient.java"
-JARS = Path(os.environ.get("CHRONIK_KAFKA_JARS", ROOT / ".cache" / "kafka-java"))
-JAVA_TIMEOUT = 180
-
-pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("javac") is None or shutil.which("java") is None, reason="no JDK installed"
-    ),
-    pytest.mark.skipif(
-        not (JARS / "kafka-clients.jar").is_file(),
-        reason=f"kafka-clients.jar not in {JARS} (scripts/install-test-deps.sh fetches it)",
-    ),
-]
+pytestmark = NEEDS_JAVA
 
 
 @pytest.fixture(scope="session")
 def java_classpath(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("java-classes")
-    jars = os.pathsep.join(str(j) for j in sorted(JARS.glob("*.jar")))
-    proc = subprocess.run(
-        ["javac", "-d", str(out), "-cp", jars, str(SOURCE)],
-        capture_output=True,
-        timeout=JAVA_TIMEOUT,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()
-    return os.pathsep.join([str(out), jars])
+    return compile_java(tmp_path_factory.mktemp("java-classes"), SOURCE)
 
 
 def java(classpath: str, *args: str, stdin: bytes | None = None) -> list[list[str]]:

@@ -3,29 +3,18 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from .helpers import create_topic
+from .java_support import JAVA_TIMEOUT, NEEDS_JAVA, compile_java
 
-ROOT = Path(__file__).resolve().parents[2]
-JARS = Path(os.environ.get("CHRONIK_KAFKA_JARS", ROOT / ".cache" / "kafka-java"))
-TIMEOUT = 180
+TIMEOUT = JAVA_TIMEOUT
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK installed"),
-    pytest.mark.skipif(
-        not (JARS / "kafka-clients.jar").is_file(),
-        reason=f"kafka-clients.jar not in {JARS} (scripts/install-test-deps.sh fetches it)",
-    ),
-]
+pytestmark = [pytest.mark.slow, *NEEDS_JAVA]
 
 # Reads `count` records as a member of `group`, commits, prints each as partition:offset.
 SOURCE = """
@@ -66,12 +55,7 @@ def classpath(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("java-group")
     src = out / "GroupMember.java"
     src.write_text(SOURCE)
-    jars = os.pathsep.join(str(j) for j in sorted(JARS.glob("*.jar")))
-    proc = subprocess.run(
-        ["javac", "-d", str(out), "-cp", jars, str(src)], capture_output=True, timeout=TIMEOUT
-    )
-    assert proc.returncode == 0, proc.stderr.decode()
-    return os.pathsep.join([str(out), jars])
+    return compile_java(out, src)
 
 
 def member(classpath: str, bootstrap: str, group: str, topic: str, count: int,

@@ -9,16 +9,14 @@ $CHRONIK_KAFKA_JARS, else .cache/kafka-java (scripts/install-test-deps.sh puts t
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 
 from .cluster_support import wait_until
 from .helpers import topic_name
+from .java_support import JAVA_TIMEOUT, NEEDS_JAVA, compile_java
 from .replica_check import Acked, assert_acknowledged_present
 from .replication_support import (
     REPLICATION_CONFIG,
@@ -29,22 +27,11 @@ from .replication_support import (
     wait_full_isr,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-JARS = Path(os.environ.get("CHRONIK_KAFKA_JARS", ROOT / ".cache" / "kafka-java"))
-TIMEOUT = 180
+TIMEOUT = JAVA_TIMEOUT
 PARTITIONS = 3
 COUNT = 4000
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        shutil.which("javac") is None or shutil.which("java") is None, reason="no JDK installed"
-    ),
-    pytest.mark.skipif(
-        not (JARS / "kafka-clients.jar").is_file(),
-        reason=f"kafka-clients.jar not in {JARS} (scripts/install-test-deps.sh fetches it)",
-    ),
-]
+pytestmark = [pytest.mark.slow, *NEEDS_JAVA]
 
 # Sends records n = 0..count-1 (key "k<n % 30>", value "n<n>"), paced at about
 # `perSecond`, with the producer's defaults (enable.idempotence=true, acks=all) and a
@@ -99,12 +86,7 @@ def classpath(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("java-numbered")
     src = out / "NumberedProducer.java"
     src.write_text(SOURCE)
-    jars = os.pathsep.join(str(j) for j in sorted(JARS.glob("*.jar")))
-    proc = subprocess.run(
-        ["javac", "-d", str(out), "-cp", jars, str(src)], capture_output=True, timeout=TIMEOUT
-    )
-    assert proc.returncode == 0, proc.stderr.decode()
-    return os.pathsep.join([str(out), jars])
+    return compile_java(out, src)
 
 
 class JavaProducer:

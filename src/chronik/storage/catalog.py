@@ -29,6 +29,7 @@ from typing import Any
 
 from chronik.storage import hw_checkpoint
 from chronik.storage.config import LogConfig, validate_topic_configs
+from chronik.storage.diskio import fsync_dir
 from chronik.storage.errors import (
     InvalidPartitions,
     InvalidTopicName,
@@ -80,13 +81,6 @@ def _reason(exc: OSError) -> str:
 def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -344,7 +338,7 @@ class Catalog:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
         meta = self._meta / f"{name}.json"
         meta.unlink(missing_ok=True)
-        _fsync_dir(self._meta)
+        fsync_dir(self._meta)
         for log in topic.local_logs():
             log.delete()
 
@@ -514,4 +508,4 @@ class Catalog:
         except OSError:
             tmp.unlink(missing_ok=True)
             raise
-        _fsync_dir(self._meta)
+        fsync_dir(self._meta)

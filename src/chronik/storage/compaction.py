@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from chronik.records.batch import TIMESTAMP_TYPE_BIT, BatchHeader
 from chronik.records.builder import Record, build_batch
 from chronik.records.reader import CorruptRecords, iter_records
-from chronik.storage.diskio import write_all
+from chronik.storage.diskio import fsync_dir, write_all
 from chronik.storage.segment import LogSegment, segment_name
 
 if TYPE_CHECKING:
@@ -99,11 +99,11 @@ def finish_interrupted_swaps(directory: Path) -> None:
         for suffix in _INDEX_SUFFIXES:
             (directory / f"{stem}{suffix}").unlink(missing_ok=True)
     if doubtful:
-        _fsync_dir(directory)
+        fsync_dir(directory)
     for stem in doubtful:
         for suffix in swaps[stem]:
             (directory / f"{stem}{suffix}.swap").unlink(missing_ok=True)
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def latest_offsets(
@@ -210,7 +210,7 @@ def commit_swap(directory: Path, base_offset: int) -> None:
     for suffix in _SUFFIXES:
         name = segment_name(base_offset, suffix)
         _rename(directory / (name + ".cleaned"), directory / (name + ".swap"))
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 class _Abandon(Exception):
@@ -357,7 +357,7 @@ class CompactionJob:
                         removed = True
         if removed:
             with contextlib.suppress(OSError):
-                _fsync_dir(self.workdir)
+                fsync_dir(self.workdir)
 
     # -- step 2, on the thread that owns the log -------------------------------------------
     def install(self) -> int:
@@ -415,7 +415,7 @@ class CompactionJob:
         for seg in self.swapped:
             name = segment_name(seg.base_offset, ".log")
             _rename(directory / (name + ".swap"), directory / name)
-        _fsync_dir(directory)
+        fsync_dir(directory)
         for old in self.swapped:
             new = LogSegment.open_closed(log.directory, old.base_offset, old.index_interval_bytes)
             log.replace_segments([old], [new])
@@ -439,11 +439,3 @@ def _through_descriptor(dir_fd: int, directory: Path) -> Path:
 def compact(log: PartitionLog, now_ms: int) -> int:
     """Compact every closed segment of ``log`` now; returns the bytes saved."""
     return CompactionJob(log, now_ms).pin().run().install()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -19,3 +19,12 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         if n == 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         written += n
+
+
+def fsync_dir(path: os.PathLike[str] | str) -> None:
+    """Make the names in a directory (a create, rename or unlink) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

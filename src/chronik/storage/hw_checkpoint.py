@@ -13,6 +13,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from chronik.storage.diskio import fsync_dir
+
 log = logging.getLogger("chronik.storage")
 
 NAME = "replication-offset-checkpoint"
@@ -30,11 +32,7 @@ def write(data_dir: Path, entries: Iterable[tuple[str, int, int]]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        fd = os.open(data_dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(data_dir)
     except OSError:
         tmp.unlink(missing_ok=True)
         raise

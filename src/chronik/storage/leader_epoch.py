@@ -18,7 +18,7 @@ import logging
 import os
 from pathlib import Path
 
-from chronik.storage.diskio import write_all
+from chronik.storage.diskio import fsync_dir, write_all
 
 log = logging.getLogger("chronik.storage")
 
@@ -26,13 +26,6 @@ CHECKPOINT = "leader-epoch-checkpoint"
 VERSION = 0
 UNDEFINED = (-1, -1)  # Kafka's (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def parse(text: str) -> list[tuple[int, int]]:
@@ -190,7 +183,7 @@ class LeaderEpochCache:
         except OSError:
             tmp.unlink(missing_ok=True)
             raise
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
 
 def _assigned(

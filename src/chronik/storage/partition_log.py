@@ -67,6 +67,7 @@ from chronik.records.batch import (
 from chronik.records.reader import iter_records
 from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
+from chronik.storage.diskio import fsync_dir
 from chronik.storage.errors import KafkaStorageError, OffsetOutOfRange
 from chronik.storage.leader_epoch import LeaderEpochCache
 from chronik.storage.producer_state import ProducerStateManager, snapshot_path
@@ -91,13 +92,6 @@ class AppendResult(NamedTuple):
     log_start_offset: int
     duplicate: bool = False
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _now_ms() -> int:
@@ -167,9 +161,9 @@ class PartitionLog:
             log._end_offset = 0
             # acks=all fsyncs only the segment's data: its name, and the directory's,
             # must be on disk before the first append is answered.
-            _fsync_dir(directory)
+            fsync_dir(directory)
             if created:
-                _fsync_dir(directory.parent)
+                fsync_dir(directory.parent)
         else:
             closed = [LogSegment.open_closed(directory, b, interval) for b in bases[:-1]]
             active, next_offset, truncated = LogSegment.open_active(
@@ -192,7 +186,7 @@ class PartitionLog:
         if clean:
             # Gone before any new write, so a crash from here on is seen as unclean.
             marker.unlink()
-            _fsync_dir(directory)
+            fsync_dir(directory)
         return log
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
@@ -245,7 +239,7 @@ class PartitionLog:
             marker = self.directory / CLEAN_SHUTDOWN
             try:
                 marker.touch()
-                _fsync_dir(self.directory)
+                fsync_dir(self.directory)
             except OSError as exc:
                 problem = _reason(exc)
                 marker.unlink(missing_ok=True)
@@ -268,7 +262,7 @@ class PartitionLog:
         doomed = self.directory.with_name(self.directory.name[: _MAX_NAME - len(suffix)] + suffix)
         try:
             os.rename(self.directory, doomed)
-            _fsync_dir(self.directory.parent)
+            fsync_dir(self.directory.parent)
         except FileNotFoundError:
             return
         except OSError:
@@ -558,7 +552,7 @@ class PartitionLog:
             for old in reversed(doomed):
                 old.delete()
             if doomed:
-                _fsync_dir(self.directory)
+                fsync_dir(self.directory)
             seg.truncate_to(position)
         except OSError as exc:
             self.sync_failed(exc)
@@ -594,7 +588,7 @@ class PartitionLog:
             seg = LogSegment.create(
                 self.directory, offset, self.config.index_interval_bytes, _now_ms()
             )
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         except OSError as exc:
             self.sync_failed(exc)
             raise self._offline_error() from None
@@ -678,7 +672,7 @@ class PartitionLog:
         except OSError as exc:
             snapshot_error = exc
         try:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         except OSError:
             seg.delete()
             raise
@@ -971,7 +965,7 @@ class PartitionLog:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         except OSError:
             tmp.unlink(missing_ok=True)
             raise
