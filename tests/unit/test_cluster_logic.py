@@ -103,3 +103,51 @@ def test_zookeeper_connect_with_and_without_chroot():
     assert split_connect("a:1,b:2/kafka/prod") == ("a:1,b:2", "/kafka/prod")
     assert split_connect("a:1") == ("a:1", "")
     assert split_connect("a:1/") == ("a:1", "")
+
+
+def test_a_dead_follower_leaves_the_isr_and_the_leader_stays():
+    state = PartitionState(1, 4, (1, 2, 3), 1, 7)
+    new = elect([1, 2, 3], state, {1, 3}, 2)
+    assert (new.leader, new.leader_epoch, new.isr, new.zk_version) == (1, 4, (1, 3), 7)
+    assert elect([1, 2, 3], new, {1, 3}, 2) is None
+
+
+def test_unclean_election_only_when_allowed():
+    state = PartitionState(-1, 5, (1,), 1, 3)
+    assert elect([1, 2, 3], state, {2, 3}, 1) is None  # stays offline
+    new = elect([1, 2, 3], state, {2, 3}, 1, unclean=True)
+    assert (new.leader, new.leader_epoch, new.isr) == (2, 6, (2,))
+
+
+def test_preferred_election_needs_the_first_replica_alive_and_in_sync():
+    from chronik.cluster.controller import elect_preferred
+    from chronik.protocol import errors
+
+    led_by_2 = PartitionState(2, 3, (2, 1), 1, 4)
+    code, new = elect_preferred([1, 2], led_by_2, {1, 2}, 1)
+    assert code == errors.NONE and (new.leader, new.leader_epoch) == (1, 4)
+    assert elect_preferred([1, 2], led_by_2, {2}, 1)[0] == errors.PREFERRED_LEADER_NOT_AVAILABLE
+    out_of_sync = PartitionState(2, 3, (2,), 1, 4)
+    assert elect_preferred([1, 2], out_of_sync, {1, 2}, 1)[0] == (
+        errors.PREFERRED_LEADER_NOT_AVAILABLE
+    )
+    assert elect_preferred([2, 1], led_by_2, {1, 2}, 1)[0] == errors.ELECTION_NOT_NEEDED
+
+
+def test_leader_rebalance_picks_the_partitions_of_imbalanced_brokers():
+    from chronik.cluster.controller import Controller
+    from chronik.cluster.view import ClusterView, TopicView
+
+    view = ClusterView()
+    view.brokers = {b: BrokerInfo(b, "h", 1) for b in (1, 2, 3)}
+    replicas = {p: [1 + p % 3, 1 + (p + 1) % 3] for p in range(30)}
+    topic = TopicView("t", Assignment(uuid.uuid4(), replicas))
+    for p, r in replicas.items():
+        # Broker 2 lost the leadership of two of its ten preferred partitions.
+        leader = r[1] if p in (1, 4) else r[0]
+        topic.states[p] = PartitionState(leader, 1, tuple(r), 1)
+    view.topics["t"] = topic
+    controller = Controller(1, None, view, imbalance_percentage=10)  # type: ignore[arg-type]
+    assert sorted(controller.imbalanced()) == [("t", 1), ("t", 4)]
+    controller.imbalance_percentage = 20  # 2 of 10 is not over 20%
+    assert controller.imbalanced() == []
