@@ -28,6 +28,13 @@ NEEDS_JAVA = [
 ]
 
 
+def needs_java(test):
+    """NEEDS_JAVA for one test of a module that mostly runs without Java."""
+    for mark in NEEDS_JAVA:
+        test = mark(test)
+    return test
+
+
 def compile_java(out: Path, source: Path) -> str:
     """Compile ``source`` into ``out`` against the jars; the classpath to run it with."""
     jars = os.pathsep.join(str(j) for j in sorted(JARS.glob("*.jar")))

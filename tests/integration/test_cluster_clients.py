@@ -6,11 +6,9 @@ of the partitions its members read."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections import Counter
 
-import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
@@ -28,19 +26,14 @@ from .helpers import (
     sample_records,
     topic_name,
 )
-from .test_client_java import JARS, java_classpath  # noqa: F401 - the fixture
+from .java_support import needs_java
 from .test_client_java import consume as java_consume
+from .test_client_java import java_classpath  # noqa: F401 - the fixture
 from .test_client_java import produce as java_produce
 
 PARTITIONS = 12
 TIMEOUT_MS = 30_000
 
-needs_java = pytest.mark.skipif(
-    shutil.which("javac") is None
-    or shutil.which("java") is None
-    or not (JARS / "kafka-clients.jar").is_file(),
-    reason="no JDK or kafka-clients.jar (scripts/install-test-deps.sh)",
-)
 
 
 def keyed_records(n: int, seed: int, keys: int = 36) -> list[Sent]:
