@@ -40,6 +40,14 @@ MODULES = (
     "describe_cluster",
     "offset_for_leader_epoch",
     "elect_leaders",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "describe_producers",
+    "describe_transactions",
+    "list_transactions",
 )
 
 
