@@ -19,6 +19,9 @@ partition = st.builds(
     last_stable_offset=st.integers(-1, 2**40),
     log_start_offset=st.integers(-1, 2**40),
     records=st.one_of(st.none(), st.binary(max_size=300)),
+    aborted=st.one_of(
+        st.none(), st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=3)
+    ),
 )
 topic = st.builds(
     TopicResult,
@@ -46,8 +49,11 @@ def test_encoding_decodes_with_kio(version: int, topics: list[TopicResult], sess
             assert gp.partition_index == wp.partition
             assert int(gp.error_code) == wp.error_code
             assert gp.high_watermark == wp.high_watermark
+            assert gp.last_stable_offset == wp.last_stable_offset
             if version >= 5:
                 assert gp.log_start_offset == wp.log_start_offset
+            got_aborted = [(a.producer_id, a.first_offset) for a in gp.aborted_transactions or ()]
+            assert got_aborted == list(wp.aborted or ())
             assert (bytes(gp.records) if gp.records is not None else None) == wp.records
     if version >= 7:
         assert decoded.session_id == session

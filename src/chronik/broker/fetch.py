@@ -8,7 +8,10 @@ than min_bytes available waits up to max_wait_ms, woken early by appends.
 Fetch sessions (KIP-227) are not kept: every response carries session id 0,
 which tells clients to send full fetch requests.
 
-In a cluster, consumers read only below the high watermark. A fetch with a replica id
+Consumers read only below the high watermark; with isolation_level=1 (read_committed)
+only below the last stable offset, and each partition answers the aborted transactions
+of the range it may return (KIP-98), from the segments' transaction indexes.
+In a cluster the high watermark is the in-sync replicas'. A fetch with a replica id
 (v4-14 replica_id, v15+ replica_state) is a follower's: it tells the leader the
 follower's log end offset (chronik.cluster.replica_manager) and reads up to the leader's
 log end.
@@ -45,7 +48,6 @@ def _resolve(ctx: RequestContext, fetch_topic: Any) -> tuple[Any, str, Any]:
     return topic, fetch_topic.topic, (topic.topic_id if topic else None)
 
 
-
 def _replica_id(request: Any) -> int:
     state = getattr(request, "replica_state", None)
     if state is not None:
@@ -68,6 +70,7 @@ def _epoch_error(ctx: RequestContext, name: str, index: int, epoch: int) -> int:
 def _read_all(
     ctx: RequestContext, request: Any, budget: int, replica_id: int
 ) -> tuple[list[TopicResult], int, bool, list[Any]]:
+    committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
     topics: list[TopicResult] = []
     total = 0
     failed = False
@@ -103,12 +106,14 @@ def _read_all(
             end = plog.end_offset
             start = plog.start_offset
             hw = plog.high_watermark
-            # A follower reads all the leader has; a consumer what the ISR has.
-            upto = None if replica_id >= 0 else hw
+            lso = plog.last_stable_offset
+            # A follower reads all the leader has; a consumer what the ISR has, and a
+            # read_committed one no open transaction.
+            upto = None if replica_id >= 0 else lso if committed else hw
             if offset < start or offset > end:
                 # Empty, not null, records: as Kafka answers, and as librdkafka insists.
                 parts.append(
-                    PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, hw, hw, start, b"")
+                    PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, hw, lso, start, b"")
                 )
                 failed = True
                 continue
@@ -125,7 +130,10 @@ def _read_all(
                 else:
                     records = plog.read(offset, limit, min_one=min_one)
                 total += len(records)
-            parts.append(PartitionResult(index, errors.NONE, hw, hw, start, records))
+            aborted = plog.aborted_in_read(offset, stop) if committed and records else None
+            if committed and aborted is None:
+                aborted = []
+            parts.append(PartitionResult(index, errors.NONE, hw, lso, start, records, aborted))
         topics.append(TopicResult(name, topic_id, parts))
     return topics, total, failed, logs
 

@@ -3,6 +3,8 @@
 Timestamps: -1 latest, -2 earliest, -3 the record with the largest timestamp
 (v7+), -4 earliest local (v8+, the same as earliest here), otherwise the first
 offset whose timestamp is at or after the one asked (from the time index).
+With isolation_level=1 (read_committed, v2+) the bound is the last stable offset instead
+of the high watermark, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -27,20 +29,22 @@ EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
 
 
-def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+def _lookup(plog: Any, timestamp: int, committed: bool) -> tuple[int, int]:
     """(timestamp, offset) as a consumer may see them: nothing at or past the high
-    watermark, which in a cluster is what every in-sync replica has."""
+    watermark, which in a cluster is what every in-sync replica has (the last stable
+    offset for read_committed)."""
+    bound = plog.last_stable_offset if committed else plog.high_watermark
     if timestamp == LATEST:
-        return -1, plog.high_watermark
+        return -1, bound
     if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
         return -1, plog.start_offset
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp()
-        if found is None or not 0 <= found[1] < plog.high_watermark:
+        if found is None or not 0 <= found[1] < bound:
             return -1, -1
         return found
     found = plog.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= plog.high_watermark:
+    if found is None or found[0] >= bound:
         return -1, -1
     offset, ts = found
     return ts, offset
@@ -48,6 +52,7 @@ def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     catalog = ctx.broker.catalog
+    committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for wanted in request.topics:
         topic = catalog.get(wanted.name)
@@ -59,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ts, offset = -1, -1
             else:
                 try:
-                    ts, offset = _lookup(plog, p.timestamp)
+                    ts, offset = _lookup(plog, p.timestamp, committed)
                 except CorruptRecords as exc:
                     # A client sealed undecodable records with a valid CRC; the lookup
                     # cannot see past them.

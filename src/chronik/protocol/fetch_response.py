@@ -8,7 +8,8 @@
 #     partitions: array of
 #       partition_index int32, error_code int16, high_watermark int64,
 #       last_stable_offset int64, [v5+] log_start_offset int64,
-#       aborted_transactions nullable array (empty here: no transactions),
+#       aborted_transactions nullable array of (producer_id int64, first_offset int64
+#         [flexible] tagged fields); empty for read_uncommitted,
 #       [v11+] preferred_read_replica int32, records nullable bytes
 #       [flexible] tagged fields
 #     [flexible] tagged fields
@@ -28,6 +29,7 @@ _I32 = struct.Struct(">i")
 _HEAD_V7 = struct.Struct(">ihi")
 _PARTITION = struct.Struct(">ihqq")
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")
 
 
 class PartitionResult(NamedTuple):
@@ -37,6 +39,7 @@ class PartitionResult(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     records: bytes | None
+    aborted: list[tuple[int, int]] | None = None  # read_committed: (producer id, first)
 
 
 class TopicResult(NamedTuple):
@@ -69,8 +72,12 @@ def encode_fetch_response(
             )
             if version >= 5:
                 out.append(_I64.pack(p.log_start_offset))
-            # aborted_transactions: an empty array (there are no transactions)
-            out.append(b"\x01" if flexible else b"\x00\x00\x00\x00")
+            aborted = p.aborted or ()
+            out.append(_array_len(len(aborted), flexible))
+            for entry in aborted:
+                out.append(_ABORTED.pack(*entry))
+                if flexible:
+                    out.append(b"\x00")
             if version >= 11:
                 out.append(_I32.pack(-1))
             records = p.records

@@ -30,7 +30,10 @@
 # (chronik.storage.file_cache), so retention deleting that segment meanwhile, or the event
 # loop evicting its descriptor, cannot close it under the reader.
 # Records without a key are kept. Tombstones (null value) are dropped once their batch
-# is older than delete.retention.ms. Control batches are copied as they are.
+# is older than delete.retention.ms. Control batches are copied as they are. Batches of
+# aborted transactions (the segments' .txnindex) are dropped and count for no key, and
+# nothing at or past the first open transaction is cleaned, as Kafka's cleaner does, so
+# a committed value is never dropped in favour of one that is later aborted.
 # Scheduling follows Kafka's cleaner: min.compaction.lag.ms, min.cleanable.dirty.ratio and
 # max.compaction.lag.ms decide which segments and when (CompactionJob.due).
 from __future__ import annotations
@@ -106,17 +109,39 @@ def finish_interrupted_swaps(directory: Path) -> None:
     fsync_dir(directory)
 
 
+# Per producer id, the (first, last) offsets of its aborted transactions.
+Aborted = dict[int, list[tuple[int, int]]]
+
+
+def aborted_ranges(segments: list[LogSegment]) -> Aborted:
+    out: Aborted = {}
+    for seg in segments:
+        for e in seg.txn_index.entries:
+            out.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+    return out
+
+
+def _aborted(header: BatchHeader, aborted: Aborted) -> bool:
+    if not header.is_transactional or header.producer_id not in aborted:
+        return False
+    base = header.base_offset
+    return any(first <= base <= last for first, last in aborted[header.producer_id])
+
+
 def latest_offsets(
-    segments: list[LogSegment], check: Callable[[], None] = _never_stop
+    segments: list[LogSegment],
+    check: Callable[[], None] = _never_stop,
+    aborted: Aborted | None = None,
 ) -> dict[bytes, int]:
     """The offset of each key's last record. ``check`` is called before each batch; it
     raises to stop the scan."""
     latest: dict[bytes, int] = {}
+    aborted = aborted or {}
     for seg in segments:
         with seg.file:
             for pos, header in seg.headers_from(0):
                 check()
-                if header.is_control:
+                if header.is_control or _aborted(header, aborted):
                     continue
                 try:
                     for rec in iter_records(seg.read(pos, header.size)):
@@ -168,12 +193,14 @@ def clean_segment(
     delete_retention_ms: int,
     directory: Path | None = None,
     check: Callable[[], None] = _never_stop,
+    aborted: Aborted | None = None,
 ) -> int:
     """Write the compacted copy of ``seg`` as .cleaned files in ``directory`` (the
     segment's own by default), the log and both indexes fsynced. Returns how many bytes
     it saves (0: nothing to do, no file left behind). ``check`` is called before each
     batch; it raises to stop the rewrite, which then leaves its .cleaned files."""
     directory = seg.directory if directory is None else directory
+    aborted = aborted or {}
     drop_tombstones = now_ms - seg.max_timestamp > delete_retention_ms
     out_path = directory / (segment_name(seg.base_offset, ".log") + ".cleaned")
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -182,6 +209,8 @@ def clean_segment(
         with seg.file:
             for pos, header in seg.headers_from(0):
                 check()
+                if _aborted(header, aborted):
+                    continue
                 data = seg.read(pos, header.size)
                 if not header.is_control:
                     data = _rewrite_batch(data, header, latest, drop_tombstones)
@@ -229,14 +258,24 @@ class CompactionJob:
         # min.compaction.lag.ms: as Kafka, a segment holding a record younger than the lag,
         # and every segment after it, stays as written (and adds nothing to the key map).
         lag = log.config.min_compaction_lag_ms
+        unstable = log.producer_state.first_unstable_offset()
+        bases = [*log._bases[1:]]
         cut = next(
-            (i for i, seg in enumerate(closed) if lag and seg.max_timestamp > now_ms - lag),
+            (
+                i
+                for i, seg in enumerate(closed)
+                if lag
+                and seg.max_timestamp > now_ms - lag
+                or unstable is not None
+                and bases[i] > unstable
+            ),
             len(closed),
         )
         self.segments = closed[:cut]
         self.through = closed[cut].base_offset if cut < len(closed) else log.active.base_offset
         self.now_ms = now_ms
         self.delete_retention_ms = log.config.delete_retention_ms
+        self.aborted = aborted_ranges(log.segments)
         self.swapped: list[LogSegment] = []
         self.saved = 0
         self.abandoned: str | None = None  # why the pass stopped before its end
@@ -302,7 +341,7 @@ class CompactionJob:
             return self
         self.pin()
         try:
-            latest = latest_offsets(self.segments, self._check)
+            latest = latest_offsets(self.segments, self._check, self.aborted)
             for seg in self.segments:
                 self._check()
                 gain = clean_segment(
@@ -312,6 +351,7 @@ class CompactionJob:
                     self.delete_retention_ms,
                     directory=self.workdir,
                     check=self._check,
+                    aborted=self.aborted,
                 )
                 if gain:
                     self.saved += gain

@@ -1,4 +1,5 @@
 """Storage errors, each carrying the Kafka error code the broker answers with."""
+
 from __future__ import annotations
 
 OFFSET_OUT_OF_RANGE = 1
@@ -14,6 +15,8 @@ INVALID_CONFIG = 40
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+TRANSACTION_COORDINATOR_FENCED = 52
 KAFKA_STORAGE_ERROR = 56
 POLICY_VIOLATION = 44
 

@@ -1,6 +1,8 @@
 # One partition's log: a directory of segments (chronik.storage.segment), Kafka's layout:
 #   {topic}-{partition}/
 #     {base:020d}.log / .index / .timeindex   segments, ascending base offsets
+#     {base:020d}.txnindex                    aborted transactions whose abort marker is
+#                                             in that segment (chronik.storage.txn_index)
 #     {offset:020d}.snapshot                  producer state (chronik.storage.producer_state)
 #     leader-epoch-checkpoint                 leader epochs (chronik.storage.leader_epoch),
 #                                             only once a replicated leader or follower
@@ -22,8 +24,15 @@
 # only if missing or of a torn size). Unless the clean-shutdown marker is present, the
 # last segment's batches are all checked (header, CRC) and the file is cut at the first
 # torn or corrupt one; its indexes are rebuilt. Producer state comes from the newest
-# snapshot plus a header scan of the batches after it. The leader epoch cache is cut to
-# the recovered log (entries at or past its end, or below its start, go).
+# snapshot plus a header scan of the batches after it (transaction markers read, and the
+# aborted transactions they end put back in the .txnindex of their segment if a crash
+# lost them). The leader epoch cache is cut to the recovered log (entries at or past its
+# end, or below its start, go).
+#
+# Transactions: a transactional batch opens its producer's transaction on the partition;
+# a marker (append_marker, or a leader's control batch replicated) ends it. The last
+# stable offset is the high watermark, or the first offset of the oldest open
+# transaction if lower: read_committed consumers read below it.
 #
 # Replication (Kafka's follower side, KIP-101): a follower appends its leader's batches
 # as they are (append_replicated), cuts its log back to where it diverges from the
@@ -64,14 +73,16 @@ from chronik.records.batch import (
     set_log_append_time,
     stamp_base_offset,
 )
+from chronik.records.control import InvalidMarker, build_marker, read_marker
 from chronik.records.reader import iter_records
 from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
 from chronik.storage.diskio import fsync_dir
 from chronik.storage.errors import KafkaStorageError, OffsetOutOfRange
 from chronik.storage.leader_epoch import LeaderEpochCache
-from chronik.storage.producer_state import ProducerStateManager, snapshot_path
+from chronik.storage.producer_state import CompletedTxn, ProducerStateManager, snapshot_path
 from chronik.storage.segment import LogSegment, SyncFailed
+from chronik.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("chronik.storage")
 
@@ -91,7 +102,6 @@ class AppendResult(NamedTuple):
     log_append_time: int  # -1 for CreateTime topics
     log_start_offset: int
     duplicate: bool = False
-
 
 
 def _now_ms() -> int:
@@ -151,9 +161,7 @@ class PartitionLog:
         for tmp in directory.glob("*.tmp"):
             tmp.unlink()
         finish_interrupted_swaps(directory)
-        bases = sorted(
-            int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit()
-        )
+        bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
         interval = config.index_interval_bytes
         if not bases:
             seg = LogSegment.create(directory, 0, interval, now_ms)
@@ -180,6 +188,8 @@ class PartitionLog:
                 log._start_offset = min(max(saved, log._start_offset), log._end_offset)
             except ValueError:
                 pass
+        if not clean:
+            log.active.txn_index.truncate_to(log._end_offset)
         log._recover_producer_state()
         log.epochs.truncate_from_end(log._end_offset)
         log.epochs.truncate_from_start(log._start_offset)
@@ -204,9 +214,29 @@ class PartitionLog:
         for seg in self.segments[i:]:
             found = seg.find(from_offset) if seg.base_offset <= from_offset else None
             start = found[0] if found else 0
-            self.producer_state.replay(
-                h for _, h in seg.headers_from(start) if h.base_offset >= from_offset
+            completed = self.producer_state.replay(
+                (h, self._marker_at(seg, pos, h))
+                for pos, h in seg.headers_from(start)
+                if h.base_offset >= from_offset
             )
+            for done in completed:
+                # The LSO as it was then is not known here; past the marker is a bound
+                # that keeps the collect search going no further than it must.
+                self._index_aborted(done, done.last_offset + 1)
+
+    def _marker_at(self, seg: LogSegment, pos: int, header: BatchHeader) -> tuple[int, int] | None:
+        if not header.is_control or header.producer_id < 0:
+            return None
+        try:
+            return read_marker(seg.read(pos, header.size))
+        except (InvalidMarker, ValueError):
+            return None
+
+    def _index_aborted(self, done: CompletedTxn, last_stable_offset: int) -> None:
+        seg = self.segments[self._segment_index(done.last_offset)]
+        seg.txn_index.append(
+            AbortedTxn(done.producer_id, done.first_offset, done.last_offset, last_stable_offset)
+        )
 
     def close(self) -> str | None:
         """Flush, snapshot producer state and mark the shutdown clean. Never raises: if any
@@ -309,7 +339,31 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark  # no transactions: nothing is pending
+        hw = self.high_watermark
+        unstable = self.producer_state.first_unstable_offset()
+        return hw if unstable is None else max(min(hw, unstable), self._start_offset)
+
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
+        """(producer id, first offset) of each open transaction."""
+        return self.producer_state.ongoing_transactions()
+
+    def aborted_in_read(self, offset: int, stop: int) -> list[tuple[int, int]]:
+        """The aborted transactions a read from ``offset`` bounded by ``stop`` may meet:
+        read() serves one segment, so the range ends at the next segment's base."""
+        i = self._segment_index(offset)
+        upper = min(stop, self._bases[i + 1]) if i + 1 < len(self._bases) else stop
+        return self.aborted_transactions(offset, upper)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping
+        [start, upper), as Kafka's collectAbortedTransactions finds them."""
+        out: list[tuple[int, int]] = []
+        for seg in self.segments[self._segment_index(start) :]:
+            found, complete = seg.txn_index.collect(start, upper)
+            out.extend((e.producer_id, e.first_offset) for e in found)
+            if complete:
+                break
+        return out
 
     def set_high_watermark(self, offset: int) -> bool:
         """Move the high watermark up to ``offset`` (at most the log end); it never
@@ -359,6 +413,45 @@ class PartitionLog:
                 return AppendResult(
                     duplicate.first_offset, duplicate.last_offset, -1, self._start_offset, True
                 )
+        result = self._append(batch, header, now_ms)
+        if header.producer_id >= 0:
+            self.producer_state.update(header, result.base_offset, now_ms)
+        return result
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        now_ms: int,
+    ) -> AppendResult:
+        """Write a transaction's commit or abort marker, ending the producer's open
+        transaction here; an abort goes into the segment's transaction index. Raises
+        ProducerStateError for a fenced producer or coordinator epoch, KafkaStorageError
+        if the write fails (nothing kept)."""
+        if self.offline is not None:
+            raise self._offline_error()
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = build_marker(producer_id, producer_epoch, coordinator_epoch, commit, now_ms)
+        result = self._append(batch, read_header(batch), now_ms)
+        done = self.producer_state.complete(
+            producer_id, producer_epoch, coordinator_epoch, result.base_offset, now_ms, not commit
+        )
+        if done.aborted:
+            try:
+                self._index_aborted(done, self.producer_state.last_stable_offset_after(done))
+            except OSError as exc:
+                # The marker is in the log: recovery puts the entry back from it.
+                log.warning(
+                    "partition %s: aborted transaction at %d not indexed: %s",
+                    self.name,
+                    done.last_offset,
+                    _reason(exc),
+                )
+        return result
+
+    def _append(self, batch: bytearray, header: BatchHeader, now_ms: int) -> AppendResult:
         base = self._end_offset
         last = base + header.last_offset_delta
         seg = self.active
@@ -394,8 +487,6 @@ class PartitionLog:
             log.info("partition %s: writes resumed", self.name)
         self._end_offset = last + 1
         self.append_seq += 1
-        if header.producer_id >= 0:
-            self.producer_state.update(header, base, now_ms)
         self._unflushed_messages += header.records_count
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now_ms
@@ -511,10 +602,35 @@ class PartitionLog:
         self.append_seq += 1
         records = 0
         producers = self.producer_state
-        for _, header in run:
+        for rel, header in run:
             records += header.records_count
-            if header.producer_id >= 0:
+            if header.producer_id < 0:
+                continue
+            if not header.is_control:
                 producers.update(header, header.base_offset, header.max_timestamp)
+                continue
+            try:
+                kind, coordinator_epoch = read_marker(chunk, rel - run_start)
+            except (InvalidMarker, ValueError):
+                continue
+            done = producers.complete(
+                header.producer_id,
+                header.producer_epoch,
+                coordinator_epoch,
+                header.base_offset,
+                header.max_timestamp,
+                kind == 0,
+            )
+            if done.aborted:
+                try:
+                    self._index_aborted(done, producers.last_stable_offset_after(done))
+                except OSError as exc:
+                    log.warning(
+                        "partition %s: aborted transaction at %d not indexed: %s",
+                        self.name,
+                        done.last_offset,
+                        _reason(exc),
+                    )
         self._unflushed_messages += records
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = _now_ms()
@@ -554,6 +670,7 @@ class PartitionLog:
             if doomed:
                 fsync_dir(self.directory)
             seg.truncate_to(position)
+            seg.txn_index.truncate_to(new_end)
         except OSError as exc:
             self.sync_failed(exc)
             raise self._offline_error() from None
@@ -565,8 +682,9 @@ class PartitionLog:
             with contextlib.suppress(OSError):
                 self._save_start_offset(new_end)
         self._after_truncation(new_end)
-        log.info("partition %s: truncated to offset %d (%d bytes removed)",
-                 self.name, new_end, removed)
+        log.info(
+            "partition %s: truncated to offset %d (%d bytes removed)", self.name, new_end, removed
+        )
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset`` (a follower whose
@@ -662,8 +780,9 @@ class PartitionLog:
         # Sealed first, so a failure below leaves a sealed last segment that the next
         # append rolls again (see _should_roll); a failed seal leaves it active.
         old.seal()
-        seg = LogSegment.create(self.directory, self._end_offset, self.config.index_interval_bytes,
-                                now_ms)
+        seg = LogSegment.create(
+            self.directory, self._end_offset, self.config.index_interval_bytes, now_ms
+        )
         # The producer state snapshot is written first so that one directory fsync makes
         # both names durable.
         snapshot_error: OSError | None = None
@@ -762,8 +881,10 @@ class PartitionLog:
     def maybe_flush(self, now_ms: int) -> bool:
         """fsync if unflushed data is older than flush.ms (for a periodic broker task)."""
         first = self._first_unflushed_ms
-        if self.offline is None and first is not None and (
-            now_ms - first >= self.config.flush_interval_ms
+        if (
+            self.offline is None
+            and first is not None
+            and (now_ms - first >= self.config.flush_interval_ms)
         ):
             try:
                 self.flush()
@@ -787,9 +908,7 @@ class PartitionLog:
         if offset == end or (max_offset is not None and offset >= max_offset):
             return b""
         if offset < self._start_offset or offset > end:
-            raise OffsetOutOfRange(
-                f"offset {offset} is outside [{self._start_offset}, {end}]"
-            )
+            raise OffsetOutOfRange(f"offset {offset} is outside [{self._start_offset}, {end}]")
         hint = self._read_hints.pop(offset, None)
         if hint is not None and hint[0] in self.segments and hint[1] < hint[0].size:
             seg, pos = hint
@@ -948,9 +1067,7 @@ class PartitionLog:
                 with contextlib.suppress(KafkaStorageError):
                     self.roll()
             doomed = 0
-            while (
-                doomed < len(self.segments) - 1 and self._bases[doomed + 1] <= self._start_offset
-            ):
+            while doomed < len(self.segments) - 1 and self._bases[doomed + 1] <= self._start_offset:
                 doomed += 1
             if doomed:
                 self._delete_oldest(doomed)

@@ -1,15 +1,20 @@
-# Idempotent producer state of one partition, and its snapshot file format.
+# Idempotent and transactional producer state of one partition, and its snapshot format.
 #
-# Per producer id: the epoch and the metadata of its last 5 appended batches, checked as
-# Kafka's ProducerStateManager / ProducerAppendInfo do (sequence numbers per partition).
+# Per producer id: the epoch, the metadata of its last 5 appended batches (sequence
+# numbers per partition), the coordinator epoch of its last transaction marker and the
+# first offset of its open transaction, checked and updated as Kafka's
+# ProducerStateManager / ProducerAppendInfo do. The open transactions give the first
+# unstable offset, which bounds the last stable offset (LSO).
 #
 # Snapshot file {offset:020d}.snapshot: the state as of that log offset (every batch
 # below it applied), big-endian:
-#   magic "CHPS", version int16 = 1, crc uint32 (CRC-32C of all bytes after it),
+#   magic "CHPS", version int16 = 2, crc uint32 (CRC-32C of all bytes after it),
 #   count int32, then per producer:
-#     producer_id int64, epoch int16, last_timestamp int64, batches int8,
+#     producer_id int64, epoch int16, last_timestamp int64, coordinator_epoch int32,
+#     current_txn_first_offset int64 (-1: none), batches int8,
 #     batches x (first_seq int32, last_seq int32, first_offset int64,
 #                last_offset int64, timestamp int64)
+# Version 1 (before transactions) lacks the two transaction fields and is still read.
 # Written with tmp + fsync + rename, so a snapshot file is whole or absent. The directory
 # is fsynced by the caller, the roll or clean close that takes the snapshot, with the other
 # names it makes durable. A snapshot lost to a crash before that costs only time: recovery
@@ -30,7 +35,9 @@ from chronik.records.batch import NO_SEQUENCE, BatchHeader
 from chronik.storage.diskio import write_all
 from chronik.storage.errors import (
     INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
+    TRANSACTION_COORDINATOR_FENCED,
     ProducerStateError,
 )
 
@@ -40,7 +47,8 @@ SNAPSHOT_SUFFIX = ".snapshot"
 _MAGIC = b"CHPS"
 _FILE_HEAD = struct.Struct(">4shI")
 _COUNT = struct.Struct(">i")
-_PRODUCER = struct.Struct(">qhqb")
+_PRODUCER_V1 = struct.Struct(">qhqb")
+_PRODUCER = struct.Struct(">qhqiqb")
 _BATCH = struct.Struct(">iiqqq")
 
 
@@ -52,13 +60,38 @@ class BatchMetadata(NamedTuple):
     timestamp: int
 
 
-class ProducerEntry:
-    __slots__ = ("epoch", "batches", "last_timestamp")
+class CompletedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
 
-    def __init__(self, epoch: int, last_timestamp: int = -1) -> None:
+
+class ProducerEntry:
+    __slots__ = (
+        "epoch",
+        "batches",
+        "last_timestamp",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+    )
+
+    def __init__(
+        self,
+        epoch: int,
+        last_timestamp: int = -1,
+        coordinator_epoch: int = -1,
+        current_txn_first_offset: int = -1,
+    ) -> None:
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=BATCHES_KEPT)
         self.last_timestamp = last_timestamp
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = current_txn_first_offset
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
 
     def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
         for b in self.batches:
@@ -78,7 +111,29 @@ def snapshot_path(directory: Path, offset: int) -> Path:
 class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.producers: dict[int, ProducerEntry] = {}
+        self._producers: dict[int, ProducerEntry] = {}
+        # first offset -> producer id of each open transaction
+        self.ongoing: dict[int, int] = {}
+
+    @property
+    def producers(self) -> dict[int, ProducerEntry]:
+        return self._producers
+
+    @producers.setter
+    def producers(self, producers: dict[int, ProducerEntry]) -> None:
+        self._producers = producers
+        self.ongoing = {
+            e.current_txn_first_offset: pid
+            for pid, e in sorted(producers.items(), key=lambda p: p[1].current_txn_first_offset)
+            if e.current_txn_first_offset >= 0
+        }
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction; None when none is open."""
+        return min(self.ongoing) if self.ongoing else None
+
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
+        return sorted((pid, first) for first, pid in self.ongoing.items())
 
     # -- the checks made before an append -----------------------------------------------
     def check(self, header: BatchHeader) -> BatchMetadata | None:
@@ -94,6 +149,12 @@ class ProducerStateManager:
             raise ProducerStateError(
                 INVALID_PRODUCER_EPOCH,
                 f"producer {header.producer_id} epoch {epoch} is older than {entry.epoch}",
+            )
+        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            raise ProducerStateError(
+                INVALID_TXN_STATE,
+                f"producer {header.producer_id} has a transaction open on this partition:"
+                " expected a transactional write",
             )
         first_seq = header.base_sequence
         if first_seq == NO_SEQUENCE:
@@ -121,8 +182,14 @@ class ProducerStateManager:
         """Record an appended batch (``header`` as sent; ``base_offset`` as assigned)."""
         pid = header.producer_id
         entry = self.producers.get(pid)
-        if entry is None or header.producer_epoch > entry.epoch:
+        if entry is None:
             entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
+        elif header.producer_epoch > entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = base_offset
+            self.ongoing[base_offset] = pid
         if header.base_sequence != NO_SEQUENCE:
             entry.batches.append(
                 BatchMetadata(
@@ -135,16 +202,94 @@ class ProducerStateManager:
             )
         entry.last_timestamp = max(entry.last_timestamp, timestamp_ms)
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
-        """Apply stored batches (baseOffset stamped) read back from the log at recovery."""
-        for header in headers:
-            if header.producer_id >= 0:
+    # -- transaction markers ------------------------------------------------------------
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Kafka's checks before a marker is written: an older producer epoch is
+        INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise ProducerStateError(
+                INVALID_PRODUCER_EPOCH,
+                f"marker for producer {producer_id} epoch {producer_epoch} is older than"
+                f" {entry.epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                TRANSACTION_COORDINATOR_FENCED,
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch},"
+                f" older than {entry.coordinator_epoch}",
+            )
+
+    def complete(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        marker_offset: int,
+        timestamp_ms: int,
+        aborted: bool,
+    ) -> CompletedTxn:
+        """A marker was appended at ``marker_offset``: the producer's open transaction (if
+        any) ends there."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_epoch)
+        elif producer_epoch > entry.epoch:
+            entry.epoch = producer_epoch
+            entry.batches.clear()
+        first = entry.current_txn_first_offset
+        if first >= 0:
+            self.ongoing.pop(first, None)
+        else:
+            first = marker_offset
+        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = max(entry.last_timestamp, timestamp_ms)
+        return CompletedTxn(producer_id, first, marker_offset, aborted)
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is done: the next open transaction's first offset, or
+        just past the marker (what Kafka records with an aborted transaction)."""
+        unstable = self.first_unstable_offset()
+        return completed.last_offset + 1 if unstable is None else unstable
+
+    def replay(
+        self, headers: Iterable[tuple[BatchHeader, tuple[int, int] | None]]
+    ) -> list[CompletedTxn]:
+        """Apply stored batches (baseOffset stamped) read back from the log at recovery,
+        each with its marker (type, coordinator epoch) when it is a control batch; the
+        aborted transactions found, with the LSO after each, for the transaction index."""
+        found: list[CompletedTxn] = []
+        for header, marker in headers:
+            if header.producer_id < 0:
+                continue
+            if header.is_control:
+                if marker is None:
+                    continue
+                kind, coordinator_epoch = marker
+                done = self.complete(
+                    header.producer_id,
+                    header.producer_epoch,
+                    coordinator_epoch,
+                    header.base_offset,
+                    header.max_timestamp,
+                    kind == 0,
+                )
+                if done.aborted:
+                    found.append(done)
+            else:
                 self.update(header, header.base_offset, header.max_timestamp)
+        return found
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
-        """Forget producers idle longer than producer.id.expiration.ms."""
+        """Forget producers idle longer than producer.id.expiration.ms (never one with a
+        transaction open, as Kafka keeps them)."""
         stale = [
-            pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms
+            pid
+            for pid, e in self.producers.items()
+            if now_ms - e.last_timestamp >= expiration_ms and e.current_txn_first_offset < 0
         ]
         for pid in stale:
             del self.producers[pid]
@@ -154,24 +299,36 @@ class ProducerStateManager:
     def encode(self) -> bytes:
         body = bytearray(_COUNT.pack(len(self.producers)))
         for pid, e in self.producers.items():
-            body += _PRODUCER.pack(pid, e.epoch, e.last_timestamp, len(e.batches))
+            body += _PRODUCER.pack(
+                pid,
+                e.epoch,
+                e.last_timestamp,
+                e.coordinator_epoch,
+                e.current_txn_first_offset,
+                len(e.batches),
+            )
             for b in e.batches:
                 body += _BATCH.pack(*b)
-        return _FILE_HEAD.pack(_MAGIC, 1, crc32c(body)) + bytes(body)
+        return _FILE_HEAD.pack(_MAGIC, 2, crc32c(body)) + bytes(body)
 
     @staticmethod
     def decode(data: bytes) -> dict[int, ProducerEntry]:
         magic, version, crc = _FILE_HEAD.unpack_from(data, 0)
         body = memoryview(data)[_FILE_HEAD.size :]
-        if magic != _MAGIC or version != 1 or crc32c(body) != crc:
+        if magic != _MAGIC or version not in (1, 2) or crc32c(body) != crc:
             raise ValueError("corrupt producer state snapshot")
         (count,) = _COUNT.unpack_from(body, 0)
         pos = _COUNT.size
         producers: dict[int, ProducerEntry] = {}
         for _ in range(count):
-            pid, epoch, last_ts, n = _PRODUCER.unpack_from(body, pos)
-            pos += _PRODUCER.size
-            entry = ProducerEntry(epoch, last_ts)
+            if version == 1:
+                pid, epoch, last_ts, n = _PRODUCER_V1.unpack_from(body, pos)
+                pos += _PRODUCER_V1.size
+                entry = ProducerEntry(epoch, last_ts)
+            else:
+                pid, epoch, last_ts, coord_epoch, txn_first, n = _PRODUCER.unpack_from(body, pos)
+                pos += _PRODUCER.size
+                entry = ProducerEntry(epoch, last_ts, coord_epoch, txn_first)
             for _ in range(n):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size

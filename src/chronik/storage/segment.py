@@ -2,6 +2,7 @@
 #   {B:020d}.log        record batches v2 back to back, as stored (baseOffset stamped)
 #   {B:020d}.index      offset index (chronik.storage.offset_index)
 #   {B:020d}.timeindex  time index (chronik.storage.time_index)
+#   {B:020d}.txnindex   aborted transactions, when any (chronik.storage.txn_index)
 # A segment's offsets run from B to the next segment's base offset (exclusive).
 #
 # A write that fails (full disk, I/O error) is undone: the .log and both indexes are cut
@@ -22,6 +23,7 @@ from chronik.storage.diskio import write_all
 from chronik.storage.file_cache import FILES
 from chronik.storage.offset_index import OffsetIndex
 from chronik.storage.time_index import TimeIndex
+from chronik.storage.txn_index import TransactionIndex
 
 _SCAN_CHUNK = 64 * 1024
 _RECOVER_CHUNK = 4 * 1024 * 1024
@@ -70,6 +72,10 @@ class LogSegment:
         )
         self.time_index = TimeIndex(
             directory / (segment_name(base_offset, ".timeindex") + suffix), base_offset
+        )
+        # Not renamed by compaction: offsets, not positions, are what it records.
+        self.txn_index = TransactionIndex(
+            directory / (segment_name(base_offset, ".txnindex") + suffix)
         )
         # ``with seg.file as fd:`` pins the .log open for a read, a write or a whole scan.
         self.file = FILES.file(self.log_path, os.O_RDONLY)
@@ -415,6 +421,7 @@ class LogSegment:
         try:
             self.index.seal()
             self.time_index.seal()
+            self.txn_index.flush()
         except OSError as exc:
             raise SyncFailed(exc.errno, exc.strerror) from exc
         self.index.open_closed()
@@ -431,6 +438,7 @@ class LogSegment:
         try:
             self.index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as exc:
             raise SyncFailed(exc.errno, exc.strerror) from exc
 
@@ -445,6 +453,7 @@ class LogSegment:
         self.close()
         for path in (self.log_path, self.index.path, self.time_index.path):
             path.unlink(missing_ok=True)
+        self.txn_index.delete()
 
     # -- reading ------------------------------------------------------------------------
     @property

@@ -1,0 +1,47 @@
+"""WriteTxnMarkers (API key 27), versions 1-2: a transaction coordinator on another
+broker asks this one, the leader of some of the transaction's partitions, to write its
+commit or abort markers there (chronik.broker.txn_markers). Each partition answers on
+its own: NONE once the marker is durable, else the error (NOT_LEADER_OR_FOLLOWER makes
+the coordinator look the leader up again).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.broker.txn_markers import write_markers
+
+API_KEY = 27
+VERSIONS = (1, 2)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for marker in request.markers:
+        wanted = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
+        codes = await write_markers(
+            ctx.broker,
+            int(marker.producer_id),
+            int(marker.producer_epoch),
+            int(marker.coordinator_epoch),
+            bool(marker.transaction_result),
+            wanted,
+        )
+        topics = []
+        for t in marker.topics:
+            parts = tuple(
+                ctx.build(
+                    "WritableTxnMarkerPartitionResult",
+                    partition_index=int(p),
+                    error_code=codes[(t.name, int(p))],
+                )
+                for p in t.partition_indexes
+            )
+            topics.append(ctx.build("WritableTxnMarkerTopicResult", name=t.name, partitions=parts))
+        results.append(
+            ctx.build(
+                "WritableTxnMarkerResult", producer_id=marker.producer_id, topics=tuple(topics)
+            )
+        )
+    return ctx.build("WriteTxnMarkersResponse", markers=tuple(results))
