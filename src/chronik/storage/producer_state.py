@@ -112,7 +112,8 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._producers: dict[int, ProducerEntry] = {}
-        # first offset -> producer id of each open transaction
+        # first offset -> producer id of each open transaction, in offset order (appends
+        # only ever add a higher offset)
         self.ongoing: dict[int, int] = {}
 
     @property
@@ -130,7 +131,7 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction; None when none is open."""
-        return min(self.ongoing) if self.ongoing else None
+        return next(iter(self.ongoing)) if self.ongoing else None
 
     def ongoing_transactions(self) -> list[tuple[int, int]]:
         return sorted((pid, first) for first, pid in self.ongoing.items())
