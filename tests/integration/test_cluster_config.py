@@ -12,6 +12,8 @@ from kazoo.client import KazooClient
 
 from conftest import free_port, wait_for_port
 
+from .helpers import wait_until
+
 
 def serve(args: list[str], log_path) -> subprocess.Popen[bytes]:
     with open(log_path, "wb") as sink:
@@ -34,6 +36,8 @@ def test_cluster_settings_from_server_properties(zookeeper, tmp_path):
     try:
         wait_for_port(port, proc=proc)
         zk.start()
+        # The listener opens before the broker registers; a loaded machine shows the gap.
+        wait_until(lambda: zk.exists("/brokers/ids/7") is not None, "broker 7 registered", 30)
         data, stat = zk.get("/brokers/ids/7")
         registered = json.loads(data)
         assert (registered["port"], registered["rack"]) == (port, "r1")
