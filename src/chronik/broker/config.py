@@ -37,6 +37,14 @@ BROKER_DEFAULTS: dict[str, str] = {
     "group.max.session.timeout.ms": "1800000",
     "offsets.retention.minutes": "10080",
     "transactional.id.expiration.ms": "604800000",
+    # Transactions (Kafka's names and defaults).
+    "transaction.max.timeout.ms": "900000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.segment.bytes": "104857600",
     "producer.id.expiration.ms": "86400000",
     # Kafka's controller refuses more than 10,000 new partitions in one request; chronik
     # makes that a setting, and caps the partitions of the whole broker (the name KIP-578
@@ -74,7 +82,8 @@ CLUSTER_KEYS = ("zookeeper.connect", "zookeeper.session.timeout.ms",
                 "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
                 "replica.high.watermark.checkpoint.interval.ms", "num.replica.fetchers",
                 "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
-                "leader.imbalance.per.broker.percentage", "offsets.topic.replication.factor")
+                "leader.imbalance.per.broker.percentage", "offsets.topic.replication.factor",
+                "transaction.state.log.replication.factor", "transaction.state.log.min.isr")
 
 # Kafka settings that only matter to a replicated cluster, or to parts chronik
 # does not have; accepted so that an existing config file works, and reported.
@@ -96,7 +105,6 @@ IGNORED_PREFIXES = (
     "log.dir",
     "listeners",
     "advertised.listeners",
-    "transaction.state.log.",
     "group.coordinator.",
     "min.insync.replicas",
     "unclean.leader.election.enable",

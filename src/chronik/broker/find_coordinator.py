@@ -1,8 +1,9 @@
 """FindCoordinator (API key 10), versions 0-6; v4+ carries a batch of keys.
 
 A single node coordinates every group and transactional id: the answer is always us. In a
-cluster it is the leader of the key's partition of __consumer_offsets, which is created
-when first needed, as Kafka does.
+cluster a group's coordinator is the leader of its partition of __consumer_offsets, a
+transactional id's the leader of its partition of __transaction_state; each topic is
+created when first needed, as Kafka does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from chronik.protocol import errors
 
 log = logging.getLogger("chronik.coordinator")
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
 # How long a FindCoordinator that creates __consumer_offsets waits for its leaders.
 CREATE_WAIT_MS = 3000
 
@@ -36,19 +38,23 @@ def _answer(code: int, message: str | None, node: Any = None) -> dict[str, Any]:
     )
 
 
-async def _locate(broker: Any, key: str) -> dict[str, Any]:
-    """In a cluster: the leader of the key's __consumer_offsets partition."""
+async def _locate(broker: Any, key: str, key_type: int) -> dict[str, Any]:
+    """In a cluster: the leader of the key's partition of its internal topic."""
     cluster = broker.cluster
-    count = cluster.partition_count(OFFSETS_TOPIC)
+    if key_type == TRANSACTION_KEY_TYPE:
+        topic, ensure = TRANSACTION_TOPIC, cluster.ensure_transaction_topic
+    else:
+        topic, ensure = OFFSETS_TOPIC, cluster.ensure_offsets_topic
+    count = cluster.partition_count(topic)
     if count is None:
         try:
-            await cluster.ensure_offsets_topic(CREATE_WAIT_MS)
+            await ensure(CREATE_WAIT_MS)
         except Exception as exc:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
-        count = cluster.partition_count(OFFSETS_TOPIC)
+            log.warning("cannot create %s: %s", topic, exc)
+        count = cluster.partition_count(topic)
         if count is None:
             return _answer(errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    leader = cluster.leader_of(OFFSETS_TOPIC, partition_for(key, count))
+    leader = cluster.leader_of(topic, partition_for(key, count))
     node = cluster.broker_info(leader) if leader >= 0 else None
     if node is None:
         return _answer(errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
@@ -64,7 +70,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             answers.append(_answer(errors.INVALID_REQUEST, f"unknown key type {key_type}"))
         elif broker.cluster is not None:
-            answers.append(await _locate(broker, key))
+            answers.append(await _locate(broker, key, key_type))
         else:
             answers.append(_answer(errors.NONE, None, broker))
     if ctx.api_version >= 4:

@@ -1,8 +1,11 @@
-"""InitProducerId (API key 22), versions 0-5, for idempotent producers.
+"""InitProducerId (API key 22), versions 0-5.
 
-A producer without a transactional id always gets a fresh producer id with
-epoch 0, as Kafka does. Transactions are not supported: a transactional id is
-refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal.
+A producer without a transactional id always gets a fresh producer id with epoch 0, as
+Kafka does. A transactional producer's request goes to the transaction coordinator
+(chronik.coordinator.transaction_coordinator): the id's producer id with its epoch
+bumped, which fences the previous producer of the id (its open transaction is aborted
+first, answered CONCURRENT_TRANSACTIONS until done). v3+ carry the producer's own id
+and epoch to bump (KIP-360); PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import logging
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.coordinator.transaction_coordinator import client_code
 from chronik.protocol import errors
+from chronik.protocol.compat import millis
 
 API_KEY = 22
 VERSIONS = (0, 5)
@@ -21,18 +26,7 @@ log = logging.getLogger("chronik.producer_ids")
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
-        log.warning(
-            "refusing transactional producer %r from %s: transactions are not supported",
-            request.transactional_id,
-            ctx.client_id,
-        )
-        return ctx.build(
-            "InitProducerIdResponse",
-            throttle_time=0,
-            error_code=errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        return await _transactional(ctx, request)
     cluster = ctx.broker.cluster
     if cluster is None:
         producer_id = ctx.broker.producer_ids.allocate()
@@ -54,4 +48,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_code=errors.NONE,
         producer_id=producer_id,
         producer_epoch=0,
+    )
+
+
+async def _transactional(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.txn_coordinator
+    if not request.transactional_id:
+        code, pid, epoch = errors.INVALID_REQUEST, -1, -1
+    elif coordinator is None:
+        code, pid, epoch = errors.COORDINATOR_NOT_AVAILABLE, -1, -1
+    else:
+        code, pid, epoch = await coordinator.init_producer_id(
+            request.transactional_id,
+            millis(request.transaction_timeout),
+            int(getattr(request, "producer_id", -1)),
+            int(getattr(request, "producer_epoch", -1)),
+        )
+    return ctx.build(
+        "InitProducerIdResponse",
+        throttle_time=0,
+        error_code=client_code(code, ctx.api_version, 4),
+        producer_id=pid,
+        producer_epoch=epoch,
     )

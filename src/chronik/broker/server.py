@@ -92,6 +92,8 @@ class Broker:
         self.committer: GroupCommitter
         self.producer_ids: ProducerIdAllocator
         self.coordinator: Any = None
+        # chronik.coordinator.transaction_coordinator.TransactionCoordinator
+        self.txn_coordinator: Any = None
         # chronik.cluster.node.ClusterNode in cluster mode (zookeeper.connect), else None.
         self.cluster: Any = None
         self.metrics = Metrics(self)
@@ -136,6 +138,10 @@ class Broker:
         self.coordinator = _make_coordinator(self)
         if self.coordinator is not None:
             await self.coordinator.start()
+        from chronik.coordinator.transaction_coordinator import TransactionCoordinator
+
+        self.txn_coordinator = TransactionCoordinator(self)
+        await self.txn_coordinator.start()
         max_connections = self.config.max_connections
         if max_connections is None:
             max_connections = default_max_connections(nofile)
@@ -197,6 +203,8 @@ class Broker:
             # Closing the session removes this broker's registration at once, so the
             # controller marks its partitions offline now rather than after the timeout.
             await self.cluster.stop()
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()
         await self.metrics.close()

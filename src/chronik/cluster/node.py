@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("chronik.cluster")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
 PRODUCER_ID_BLOCK = 1000
 # How often a broker whose id is still registered by its previous (killed) process
 # tries again; the old registration goes when ZooKeeper expires that session.
@@ -119,6 +120,7 @@ class ClusterNode:
         self._known_topics: set[str] = set()
         self._foreign_warned: set[str] = set()
         self._loaded_offsets: set[int] = set()
+        self._loaded_txn: set[int] = set()
         self._pid_next = 0
         self._pid_end = -1
         self._pid_lock = asyncio.Lock()
@@ -342,6 +344,7 @@ class ClusterNode:
                     log.error("cannot apply the configs of topic %s: %s", topic.name, exc)
         self.replicas.sync()
         self._follow_offsets_leadership()
+        self._follow_transaction_leadership()
 
     def _topic_gone(self, name: str) -> None:
         self._stored.pop(name, None)
@@ -356,6 +359,12 @@ class ClusterNode:
         if name == OFFSETS_TOPIC:
             for partition in sorted(self._loaded_offsets):
                 self._unload_offsets(partition)
+        elif name == TRANSACTION_TOPIC:
+            txn = self.broker.txn_coordinator
+            for partition in sorted(self._loaded_txn):
+                self._loaded_txn.discard(partition)
+                if txn is not None:
+                    txn.unload_partition(partition)
         elif coordinator is not None and hasattr(coordinator, "on_topic_deleted"):
             coordinator.on_topic_deleted(name)
 
@@ -370,6 +379,21 @@ class ClusterNode:
         for partition in sorted(led - self._loaded_offsets):
             self._loaded_offsets.add(partition)
             self._spawn(coordinator.load_partition(partition))
+
+    def _follow_transaction_leadership(self) -> None:
+        """The transaction coordinator serves the __transaction_state partitions this
+        broker leads, loaded as it learns it leads them, as groups are."""
+        txn = self.broker.txn_coordinator
+        if txn is None:
+            return
+        count = self.view.partition_count(TRANSACTION_TOPIC) or 0
+        led = {p for p in range(count) if self.local_log(TRANSACTION_TOPIC, p) is not None}
+        for partition in sorted(self._loaded_txn - led):
+            self._loaded_txn.discard(partition)
+            txn.unload_partition(partition)
+        for partition in sorted(led - self._loaded_txn):
+            self._loaded_txn.add(partition)
+            self._spawn(txn.load_partition(partition))
 
     def _unload_offsets(self, partition: int) -> None:
         self._loaded_offsets.discard(partition)
@@ -633,19 +657,40 @@ class ClusterNode:
         """Create __consumer_offsets when the first group needs it, as Kafka's
         FindCoordinator does (offsets.topic.num.partitions, replicas capped to the live
         brokers)."""
-        if OFFSETS_TOPIC in self.view.topics:
+        await self._ensure_internal_topic(OFFSETS_TOPIC, "offsets.topic", timeout_ms)
+
+    async def ensure_transaction_topic(self, timeout_ms: int) -> None:
+        """Create __transaction_state when the first transactional id needs it
+        (transaction.state.log.num.partitions, .replication.factor capped to the live
+        brokers, .min.isr, .segment.bytes)."""
+        await self._ensure_internal_topic(
+            TRANSACTION_TOPIC,
+            "transaction.state.log",
+            timeout_ms,
+            {"min.insync.replicas": self.broker.config.values.get(
+                "transaction.state.log.min.isr", "2")},
+        )
+
+    async def _ensure_internal_topic(
+        self, name: str, prefix: str, timeout_ms: int, extra: Mapping[str, str] | None = None
+    ) -> None:
+        if name in self.view.topics:
             return
         config = self.broker.config
-        partitions = config.get_int("offsets.topic.num.partitions")
-        factor = min(config.get_int("offsets.topic.replication.factor"),
-                     len(self.live_brokers()))
+        partitions = config.get_int(f"{prefix}.num.partitions")
+        factor = min(config.get_int(f"{prefix}.replication.factor"), len(self.live_brokers()))
         configs = {
             "cleanup.policy": "compact",
-            "segment.bytes": config.values.get("offsets.topic.segment.bytes", "104857600"),
+            "segment.bytes": config.values.get(f"{prefix}.segment.bytes", "104857600"),
+            **(extra or {}),
         }
+        if factor < 2:
+            configs.pop("min.insync.replicas", None)
+        else:
+            wanted = int(configs.get("min.insync.replicas", "1"))
+            configs["min.insync.replicas"] = str(min(wanted, factor))
         with contextlib.suppress(TopicExists, RequestTimedOut):
-            await self.create_topic(OFFSETS_TOPIC, partitions, factor, configs,
-                                    timeout_ms=timeout_ms)
+            await self.create_topic(name, partitions, factor, configs, timeout_ms=timeout_ms)
 
     # -- producer ids, unique over the cluster ------------------------------------------
 

@@ -1,0 +1,42 @@
+"""AddOffsetsToTxn (API key 25), versions 0-3: a transactional producer is about to
+commit a group's offsets in its transaction (TxnOffsetCommit follows, to the group
+coordinator). The group's __consumer_offsets partition joins the transaction, so the
+transaction's end writes a marker there too. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH
+before v2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.broker.topics import partition_count
+from chronik.coordinator.offsets_codec import partition_for
+from chronik.coordinator.transaction_coordinator import client_code
+from chronik.protocol import errors
+
+API_KEY = 25
+VERSIONS = (0, 3)
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    coordinator = broker.txn_coordinator
+    count = partition_count(broker, OFFSETS_TOPIC)
+    if count is None and broker.cluster is None:
+        count = broker.config.get_int("offsets.topic.num.partitions")
+    if coordinator is None or not count:
+        code = errors.COORDINATOR_NOT_AVAILABLE
+    else:
+        code = await coordinator.add_partitions(
+            request.transactional_id,
+            int(request.producer_id),
+            int(request.producer_epoch),
+            [(OFFSETS_TOPIC, partition_for(request.group_id, count))],
+        )
+    return ctx.build(
+        "AddOffsetsToTxnResponse",
+        throttle_time=0,
+        error_code=client_code(code, ctx.api_version, 2),
+    )

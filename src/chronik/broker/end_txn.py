@@ -1,0 +1,33 @@
+"""EndTxn (API key 26), versions 0-3: commit or abort the producer's transaction. The
+coordinator stores PrepareCommit/PrepareAbort and answers; the markers and the
+completion follow (chronik.coordinator.transaction_coordinator). A retry of a finished
+transaction with the same result answers NONE; the other result INVALID_TXN_STATE.
+PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.coordinator.transaction_coordinator import client_code
+from chronik.protocol import errors
+
+API_KEY = 26
+VERSIONS = (0, 3)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.txn_coordinator
+    if coordinator is None:
+        code = errors.COORDINATOR_NOT_AVAILABLE
+    else:
+        code = await coordinator.end_transaction(
+            request.transactional_id,
+            int(request.producer_id),
+            int(request.producer_epoch),
+            bool(request.committed),
+        )
+    return ctx.build(
+        "EndTxnResponse", throttle_time=0, error_code=client_code(code, ctx.api_version, 2)
+    )

@@ -1,0 +1,477 @@
+"""The transaction coordinator, as Kafka's TransactionCoordinator and
+TransactionStateManager: one per broker, serving the transactional ids whose
+__transaction_state partition this broker leads (a single node: all of them).
+
+Every change of a transaction's state is written to __transaction_state and durable
+before it is answered or acted on. EndTxn (and an abort after a timeout or a fencing
+InitProducerId) writes PrepareCommit/PrepareAbort, answers, writes the markers to every
+partition of the transaction (chronik.coordinator.transaction_markers), then writes
+CompleteCommit/CompleteAbort. A coordinator that loads a partition (start, failover)
+finishes the transactions it finds half-way through Prepare*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kio.schema.errors import ErrorCode as E
+
+from chronik.coordinator.transaction_log import (
+    InvalidTxnRecord,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from chronik.coordinator.transaction_markers import MarkerSender
+from chronik.coordinator.transaction_state import TxnMetadata, TxnState
+from chronik.coordinator.transaction_topic import TOPIC, StoreError, TransactionTopic
+
+log = logging.getLogger("chronik.transactions")
+
+NONE = 0
+NOT_COORDINATOR = int(E.not_coordinator)
+LOAD_IN_PROGRESS = int(E.coordinator_load_in_progress)
+NOT_AVAILABLE = int(E.coordinator_not_available)
+CONCURRENT_TRANSACTIONS = int(E.concurrent_transactions)
+INVALID_PRODUCER_ID_MAPPING = int(E.invalid_producer_id_mapping)
+INVALID_PRODUCER_EPOCH = int(E.invalid_producer_epoch)
+PRODUCER_FENCED = int(E.producer_fenced)
+INVALID_TXN_STATE = int(E.invalid_txn_state)
+INVALID_TRANSACTION_TIMEOUT = int(E.invalid_transaction_timeout)
+
+# Kafka's epoch limit: past it a producer gets a new id (Short.MaxValue - 1).
+MAX_EPOCH = 32766
+
+DEFAULTS = {
+    "transaction.max.timeout.ms": "900000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.state.log.num.partitions": "50",
+}
+
+
+
+class TransactionCoordinator:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        values = getattr(getattr(broker, "config", None), "values", {}) or {}
+        config: Mapping[str, str] = {**DEFAULTS, **values}
+        self.max_timeout_ms = int(config["transaction.max.timeout.ms"])
+        self.abort_interval_ms = int(
+            config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        )
+        self.expire_interval_ms = int(
+            config["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        )
+        self.expiration_ms = int(config["transactional.id.expiration.ms"])
+        self.topic = TransactionTopic(broker, config)
+        self.markers = MarkerSender(broker)
+        self.txns: dict[str, TxnMetadata] = {}
+        self._loaded: set[int] = set()
+        self._loading: dict[int, asyncio.Future[None]] = {}
+        self._epochs: dict[int, int] = {}  # coordinator epoch per partition, at load
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: list[asyncio.Task[None]] = []
+        self._running = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def _cluster(self) -> Any:
+        return getattr(self.broker, "cluster", None)
+
+    async def start(self) -> None:
+        """A single node serves every partition: it replays the topic if it exists. In a
+        cluster the broker loads the partitions it leads, as it learns it leads them."""
+        self._running = True
+        if self._cluster() is None:
+            count = self.topic.partition_count() or self.topic.num_partitions
+            for partition in range(count):
+                await self.load_partition(partition)
+        self._timers.append(asyncio.create_task(self._abort_loop()))
+        self._timers.append(asyncio.create_task(self._expire_loop()))
+
+    async def stop(self) -> None:
+        self._running = False
+        for task in [*self._timers, *self._tasks]:
+            task.cancel()
+        for task in [*self._timers, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._timers.clear()
+        await self.markers.close()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- which ids are served here --------------------------------------------------------
+    def coordinator_error(self, transactional_id: str) -> int | None:
+        """None when this broker coordinates the id; COORDINATOR_LOAD_IN_PROGRESS while its
+        partition loads; NOT_COORDINATOR otherwise."""
+        if self._cluster() is None:
+            return None
+        count = self.topic.partition_count()
+        if not count:
+            return NOT_COORDINATOR
+        partition = self.topic.partition_of(transactional_id)
+        if partition in self._loading:
+            return LOAD_IN_PROGRESS
+        if partition not in self._loaded:
+            return NOT_COORDINATOR
+        return None
+
+    def listing_error(self) -> int:
+        return LOAD_IN_PROGRESS if self._loading else NONE
+
+    def transactions(self) -> Iterable[TxnMetadata]:
+        return list(self.txns.values())
+
+    async def load_partition(self, partition: int) -> None:
+        """Replay one partition of __transaction_state, then serve its ids; transactions
+        caught in Prepare* get their markers written again (TransactionStateManager
+        .loadTransactionsForTxnTopicPartition)."""
+        if partition in self._loaded:
+            return
+        pending = self._loading.get(partition)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._loading[partition] = done
+        try:
+            loaded: dict[str, TxnMetadata] = {}
+            for key, value, _ in await self.topic.replay(partition):
+                try:
+                    txn_id = decode_key(key)
+                    if value is None:
+                        loaded.pop(txn_id, None)
+                    else:
+                        loaded[txn_id] = decode_value(txn_id, value)
+                except InvalidTxnRecord as exc:
+                    log.warning("%s-%d: skipping a record: %s", TOPIC, partition, exc)
+            if self._loading.get(partition) is done:
+                self.txns.update(loaded)
+                self._epochs[partition] = self.topic.coordinator_epoch(partition)
+                self._loaded.add(partition)
+                (log.info if loaded else log.debug)(
+                    "%s-%d: loaded %d transactional ids", TOPIC, partition, len(loaded)
+                )
+                for txn in loaded.values():
+                    if txn.state.preparing:
+                        txn.pending = True
+                        self._spawn(
+                            self._finish(txn, txn.state == TxnState.PREPARE_COMMIT, partition)
+                        )
+        except Exception as exc:
+            log.error("%s-%d: transactions not loaded: %s", TOPIC, partition, exc)
+        finally:
+            if self._loading.get(partition) is done:
+                del self._loading[partition]
+            done.set_result(None)
+
+    def unload_partition(self, partition: int) -> None:
+        self._loading.pop(partition, None)
+        self._loaded.discard(partition)
+        self._epochs.pop(partition, None)
+        for txn_id in [t for t in self.txns if self.topic.partition_of(t) == partition]:
+            del self.txns[txn_id]
+
+    # -- writes ---------------------------------------------------------------------------
+    async def _store(self, txn: TxnMetadata) -> None:
+        """Write ``txn`` as the id's new state; raises StoreError."""
+        partition = self.topic.partition_of(txn.transactional_id)
+        await self.topic.write(
+            partition, encode_key(txn.transactional_id), encode_value(txn)
+        )
+
+    def _served(self, txn_id: str) -> int:
+        return self.coordinator_error(txn_id) or NONE
+
+    # -- InitProducerId -------------------------------------------------------------------
+    async def init_producer_id(
+        self,
+        txn_id: str,
+        timeout_ms: int,
+        expected_pid: int = -1,
+        expected_epoch: int = -1,
+    ) -> tuple[int, int, int]:
+        """(error code, producer id, epoch) for a transactional producer's InitProducerId."""
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return INVALID_TRANSACTION_TIMEOUT, -1, -1
+        code = self._served(txn_id)
+        if code:
+            return code, -1, -1
+        now = self.broker.now_ms()
+        txn = self.txns.get(txn_id)
+        if txn is None:
+            pid = await self._allocate_producer_id()
+            if pid is None:
+                return NOT_AVAILABLE, -1, -1
+            new = TxnMetadata(txn_id, pid, 0, TxnState.EMPTY, timeout_ms, -1, now)
+            if txn_id in self.txns:  # another InitProducerId got there meanwhile
+                return CONCURRENT_TRANSACTIONS, -1, -1
+            self.txns[txn_id] = new
+            new.pending = True
+            try:
+                await self._store(new)
+            except StoreError as exc:
+                self.txns.pop(txn_id, None)
+                return exc.code, -1, -1
+            finally:
+                new.pending = False
+            return NONE, pid, 0
+        if txn.pending or txn.state.preparing or txn.state == TxnState.PREPARE_EPOCH_FENCE:
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        if expected_pid >= 0 and (
+            expected_pid != txn.producer_id or expected_epoch not in (txn.producer_epoch, -1)
+        ):
+            # KIP-360: a producer may bump its own epoch only from the current one.
+            return PRODUCER_FENCED, -1, -1
+        if txn.state == TxnState.ONGOING:
+            # The new producer fences the old: its transaction is aborted with a bumped
+            # epoch, and the client retries until that is done (as Kafka answers).
+            self._begin_abort(txn, bump=True)
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        pid, epoch = txn.producer_id, txn.producer_epoch + 1
+        if epoch > MAX_EPOCH:
+            new_pid = await self._allocate_producer_id()
+            if new_pid is None:
+                return NOT_AVAILABLE, -1, -1
+            pid, epoch = new_pid, 0
+        new = txn.copy(
+            producer_id=pid,
+            producer_epoch=epoch,
+            state=TxnState.EMPTY,
+            timeout_ms=timeout_ms,
+            txn_start_ms=-1,
+            last_update_ms=now,
+            partitions=set(),
+        )
+        code = await self._transition(txn, new)
+        if code:
+            return code, -1, -1
+        return NONE, pid, epoch
+
+    async def _allocate_producer_id(self) -> int | None:
+        cluster = self._cluster()
+        if cluster is None:
+            return int(self.broker.producer_ids.allocate())
+        try:
+            return int(await cluster.allocate_producer_id())
+        except Exception as exc:  # ZooKeeper unreachable: the client retries
+            log.debug("no producer id block from ZooKeeper: %s", exc)
+            return None
+
+    async def _transition(self, txn: TxnMetadata, new: TxnMetadata) -> int:
+        """Store ``new`` and make it the id's state; the error code if it failed."""
+        txn.pending = True
+        try:
+            await self._store(new)
+        except StoreError as exc:
+            return exc.code
+        finally:
+            txn.pending = False
+        if self.txns.get(txn.transactional_id) is txn:
+            self.txns[txn.transactional_id] = new
+        return NONE
+
+    # -- checks shared by AddPartitions, AddOffsets, EndTxn ---------------------------------
+    def _check(self, txn_id: str, pid: int, epoch: int) -> tuple[int, TxnMetadata | None]:
+        code = self._served(txn_id)
+        if code:
+            return code, None
+        txn = self.txns.get(txn_id)
+        if txn is None or txn.producer_id != pid:
+            return INVALID_PRODUCER_ID_MAPPING, None
+        if epoch != txn.producer_epoch:
+            return PRODUCER_FENCED, None
+        return NONE, txn
+
+    async def add_partitions(
+        self, txn_id: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> int:
+        code, txn = self._check(txn_id, pid, epoch)
+        if txn is None:
+            return code
+        if txn.pending or txn.state.preparing or txn.state == TxnState.PREPARE_EPOCH_FENCE:
+            return CONCURRENT_TRANSACTIONS
+        if txn.state == TxnState.DEAD:
+            return INVALID_TXN_STATE
+        wanted = set(partitions)
+        if txn.state == TxnState.ONGOING and wanted <= txn.partitions:
+            return NONE
+        now = self.broker.now_ms()
+        new = txn.copy(
+            state=TxnState.ONGOING,
+            partitions=(txn.partitions if txn.state == TxnState.ONGOING else set()) | wanted,
+            txn_start_ms=txn.txn_start_ms if txn.state == TxnState.ONGOING else now,
+            last_update_ms=now,
+        )
+        return await self._transition(txn, new)
+
+    # -- EndTxn ---------------------------------------------------------------------------
+    async def end_transaction(self, txn_id: str, pid: int, epoch: int, commit: bool) -> int:
+        code, txn = self._check(txn_id, pid, epoch)
+        if txn is None:
+            return code
+        state = txn.state
+        if state == TxnState.ONGOING and not txn.pending:
+            partition = self.topic.partition_of(txn_id)
+            now = self.broker.now_ms()
+            prepared = txn.copy(
+                state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                last_update_ms=now,
+            )
+            code = await self._transition(txn, prepared)
+            if code:
+                return code
+            prepared.pending = True
+            self._spawn(self._finish(prepared, commit, partition))
+            return NONE
+        if state == TxnState.COMPLETE_COMMIT and commit and not txn.pending:
+            return NONE
+        if state == TxnState.COMPLETE_ABORT and not commit and not txn.pending:
+            return NONE
+        if (state == TxnState.PREPARE_COMMIT and commit) or (
+            state == TxnState.PREPARE_ABORT and not commit
+        ):
+            return CONCURRENT_TRANSACTIONS
+        if txn.pending:
+            return CONCURRENT_TRANSACTIONS
+        return INVALID_TXN_STATE
+
+    def _begin_abort(self, txn: TxnMetadata, bump: bool) -> None:
+        """Abort an Ongoing transaction on the coordinator's own initiative (a timeout, a
+        new producer of the id): its epoch is bumped first, so the old producer is fenced
+        by every partition's marker and by this coordinator."""
+        txn.pending = True
+        self._spawn(self._abort(txn, bump))
+
+    async def _abort(self, txn: TxnMetadata, bump: bool) -> None:
+        partition = self.topic.partition_of(txn.transactional_id)
+        epoch = txn.producer_epoch + 1 if bump and txn.producer_epoch < MAX_EPOCH else (
+            txn.producer_epoch
+        )
+        prepared = txn.copy(
+            producer_epoch=epoch,
+            state=TxnState.PREPARE_ABORT,
+            last_update_ms=self.broker.now_ms(),
+        )
+        try:
+            await self._store(prepared)
+        except StoreError as exc:
+            log.info("transaction %s: abort not stored: %s", txn.transactional_id, exc)
+            txn.pending = False
+            return
+        txn.pending = False
+        if self.txns.get(txn.transactional_id) is not txn:
+            return
+        self.txns[txn.transactional_id] = prepared
+        prepared.pending = True
+        await self._finish(prepared, False, partition)
+
+    async def _finish(self, txn: TxnMetadata, commit: bool, partition: int) -> None:
+        """Markers to every partition, then Complete*. Stops if this broker stops
+        coordinating the id: the next coordinator finishes from the stored Prepare*."""
+        try:
+            epoch = self._epochs.get(partition, self.topic.coordinator_epoch(partition))
+            done = await self.markers.send(
+                txn.producer_id,
+                txn.producer_epoch,
+                epoch,
+                commit,
+                sorted(txn.partitions),
+                still_coordinating=lambda: partition in self._loaded
+                and self.txns.get(txn.transactional_id) is txn,
+            )
+            if not done:
+                return
+            complete = txn.copy(
+                state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+                partitions=set(),
+                txn_start_ms=-1,
+                last_update_ms=self.broker.now_ms(),
+            )
+            for attempt in range(50):
+                if partition not in self._loaded or self.txns.get(txn.transactional_id) is not txn:
+                    return
+                try:
+                    await self._store(complete)
+                    break
+                except StoreError as exc:
+                    if attempt == 0:
+                        log.info("transaction %s: completion not stored yet: %s",
+                                 txn.transactional_id, exc)
+                    await asyncio.sleep(0.2)
+            else:
+                return
+            if self.txns.get(txn.transactional_id) is txn:
+                self.txns[txn.transactional_id] = complete
+        finally:
+            txn.pending = False
+
+    # -- timers ---------------------------------------------------------------------------
+    async def _abort_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.abort_interval_ms / 1000)
+            self.abort_timed_out(self.broker.now_ms())
+
+    def abort_timed_out(self, now_ms: int) -> int:
+        """Abort every Ongoing transaction older than its timeout (fencing its producer)."""
+        count = 0
+        for txn in list(self.txns.values()):
+            if (
+                txn.state == TxnState.ONGOING
+                and not txn.pending
+                and txn.txn_start_ms >= 0
+                and now_ms - txn.txn_start_ms > txn.timeout_ms
+                and self._served(txn.transactional_id) == NONE
+            ):
+                log.info(
+                    "transaction %s (producer %d, epoch %d) timed out after %d ms: aborting",
+                    txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.timeout_ms,
+                )
+                self._begin_abort(txn, bump=True)
+                count += 1
+        return count
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.expire_interval_ms / 1000)
+            await self.expire_ids(self.broker.now_ms())
+
+    async def expire_ids(self, now_ms: int) -> int:
+        """Forget finished ids idle for transactional.id.expiration.ms (a tombstone)."""
+        count = 0
+        for txn in list(self.txns.values()):
+            if (
+                txn.state.finished
+                and not txn.pending
+                and now_ms - txn.last_update_ms > self.expiration_ms
+                and self._served(txn.transactional_id) == NONE
+            ):
+                partition = self.topic.partition_of(txn.transactional_id)
+                try:
+                    await self.topic.write(partition, encode_key(txn.transactional_id), None)
+                except StoreError:
+                    continue
+                if self.txns.get(txn.transactional_id) is txn:
+                    del self.txns[txn.transactional_id]
+                    count += 1
+        if count:
+            log.info("expired %d transactional ids", count)
+        return count
+
+
+def client_code(code: int, version: int, fenced_since: int) -> int:
+    """PRODUCER_FENCED (KIP-588) as a request of ``version`` knows it: versions before
+    ``fenced_since`` get INVALID_PRODUCER_EPOCH, as Kafka answers them."""
+    if code == PRODUCER_FENCED and version < fenced_since:
+        return INVALID_PRODUCER_EPOCH
+    return code
