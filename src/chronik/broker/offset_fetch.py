@@ -1,4 +1,5 @@
-"""OffsetFetch (API key 9), versions 1-9; v8+ asks for several groups at once."""
+"""OffsetFetch (API key 9), versions 1-9; v8+ asks for several groups at once; v7+
+may require stable offsets (UNSTABLE_OFFSET_COMMIT while a transaction holds one)."""
 
 from __future__ import annotations
 
@@ -45,10 +46,11 @@ def _wanted(topics: Any) -> list[tuple[str, list[int]]] | None:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.coordinator
+    stable = bool(getattr(request, "require_stable", False))
     if ctx.api_version >= MULTI_GROUP_FROM:
         groups = []
         for g in request.groups:
-            code, fetched = coordinator.fetch_offsets(g.group_id, _wanted(g.topics))
+            code, fetched = coordinator.fetch_offsets(g.group_id, _wanted(g.topics), stable)
             groups.append(
                 ctx.build(
                     "OffsetFetchResponseGroup",
@@ -64,7 +66,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version < 2 and not topics:
         topics = ()  # v1 has no "all topics" form
     wanted = _wanted(topics)
-    code, fetched = coordinator.fetch_offsets(request.group_id, wanted)
+    code, fetched = coordinator.fetch_offsets(request.group_id, wanted, stable)
     if code and ctx.api_version < TOP_LEVEL_ERROR_FROM:
         # No top-level error before v2: each partition asked for carries it (Kafka's
         # OffsetFetchRequest.getErrorResponse).

@@ -74,16 +74,44 @@ class CommittedOffsets:
         self.max_metadata_bytes = max_metadata_bytes
         self.retention_ms = retention_ms
 
-    def replay(self, group: Group, key: OffsetKey, value: bytes | None, position: int) -> None:
+    def replay(
+        self,
+        group: Group,
+        key: OffsetKey,
+        value: bytes | None,
+        position: int,
+        producer_id: int = -1,
+    ) -> None:
         tp = (key.topic, key.partition)
+        if producer_id >= 0:
+            # Held until the transaction's marker (GroupMetadataManager's pendingOffsets).
+            pending = group.pending_txn_offsets.setdefault(producer_id, {})
+            if value is None:
+                pending.pop(tp, None)
+            else:
+                pending[tp] = (decode_offset_value(value), position)
+            return
         if value is None:
             _forget(group, tp)
             return
         group.offsets[tp] = decode_offset_value(value)
         group.offset_positions[tp] = position
 
-    async def commit(self, group: Group, commits: list[CommitRequest], now: int) -> list[int]:
-        """One error code per commit, in order."""
+    @staticmethod
+    def complete(group: Group, producer_id: int, commit: bool) -> None:
+        """A transaction ended: its offsets become the group's, unless a commit written
+        later in the log already replaced them (Kafka's onTxnOffsetCommitComplete)."""
+        pending = group.pending_txn_offsets.pop(producer_id, None)
+        if not pending or not commit:
+            return
+        for tp, (value, position) in pending.items():
+            if position >= 0 and group.offset_positions.get(tp, -1) < position:
+                group.offsets[tp] = value
+                group.offset_positions[tp] = position
+
+    def _validate(
+        self, group: Group, commits: list[CommitRequest], now: int
+    ) -> tuple[list[int], list[Record], list[tuple[tuple[str, int], OffsetValue]]]:
         errors: list[int] = []
         records: list[Record] = []
         accepted: list[tuple[tuple[str, int], OffsetValue]] = []
@@ -101,6 +129,11 @@ class CommittedOffsets:
             records.append((key, encode_offset_value(value)))
             accepted.append(((c.topic, c.partition), value))
             errors.append(NONE)
+        return errors, records, accepted
+
+    async def commit(self, group: Group, commits: list[CommitRequest], now: int) -> list[int]:
+        """One error code per commit, in order."""
+        errors, records, accepted = self._validate(group, commits, now)
         if not records:
             return errors
         try:
@@ -117,25 +150,70 @@ class CommittedOffsets:
                 group.offset_positions[tp] = position
         return errors
 
+    async def txn_commit(
+        self,
+        group: Group,
+        producer_id: int,
+        producer_epoch: int,
+        commits: list[CommitRequest],
+        now: int,
+    ) -> list[int]:
+        """TxnOffsetCommit: the offsets are written as part of the producer's transaction
+        and stay pending until its marker completes it (complete)."""
+        errors, records, accepted = self._validate(group, commits, now)
+        if not records:
+            return errors
+        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        # In flight (position -1) before the write, so an abort marker that lands while
+        # the write waits for its fsync still finds and drops them.
+        placed = {tp: (value, -1) for tp, value in accepted}
+        previous = {tp: pending[tp] for tp in placed if tp in pending}
+        pending.update(placed)
+        try:
+            last = await self.store.write(group.group_id, records, producer_id, producer_epoch)
+        except Exception as exc:
+            current = group.pending_txn_offsets.get(producer_id)
+            if current is not None:
+                for tp, entry in placed.items():
+                    if current.get(tp) is entry:
+                        if tp in previous:
+                            current[tp] = previous[tp]
+                        else:
+                            del current[tp]
+                if not current:
+                    del group.pending_txn_offsets[producer_id]
+            code = store_error(exc, group.group_id, "transactional offsets", commit=True)
+            return [code if e == NONE else e for e in errors]
+        first = last - len(records) + 1
+        current = group.pending_txn_offsets.get(producer_id)
+        for i, (tp, entry) in enumerate(placed.items()):
+            if current is not None and current.get(tp) is entry:
+                current[tp] = (entry[0], first + i)
+        return errors
+
     def fetch(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
     ) -> list[FetchedOffset]:
+        """With ``require_stable`` (OffsetFetch v7+) a partition whose offset waits on an
+        open transaction answers UNSTABLE_OFFSET_COMMIT, and the client retries."""
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
+        unstable = group is not None and require_stable and bool(group.pending_txn_offsets)
+
+        def fetched(topic: str, p: int) -> FetchedOffset:
+            if unstable and group is not None and group.has_pending_offset((topic, p)):
+                return FetchedOffset(topic, p, -1, -1, "", int(E.unstable_offset_commit))
+            v = offsets.get((topic, p))
+            if v is None:
+                return FetchedOffset(topic, p, -1, -1, "")
+            return FetchedOffset(topic, p, v.offset, v.leader_epoch, v.metadata)
+
         if topics is None:
-            return [
-                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata)
-                for (t, p), v in sorted(offsets.items())
-            ]
-        out = []
-        for topic, partitions in topics:
-            for p in partitions:
-                v = offsets.get((topic, p))
-                if v is None:
-                    out.append(FetchedOffset(topic, p, -1, -1, ""))
-                else:
-                    out.append(FetchedOffset(topic, p, v.offset, v.leader_epoch, v.metadata))
-        return out
+            return [fetched(t, p) for t, p in sorted(offsets)]
+        return [fetched(topic, p) for topic, partitions in topics for p in partitions]
 
     async def delete(
         self, group: Group, partitions: list[tuple[str, int]], subscribed: set[str]

@@ -99,6 +99,11 @@ class Group:
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
     # Log position of the record behind each offset, so late fsyncs never win.
     offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Offsets committed inside open transactions, per producer id: (value, log position,
+    # -1 while the write is in flight). Visible only once the transaction commits.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[OffsetValue, int]]] = field(
+        default_factory=dict
+    )
     join_timer: asyncio.TimerHandle | None = None
     # Kafka's InitialDelayedJoin: a first rebalance waits a little for more members.
     in_initial_delay: bool = False
@@ -107,6 +112,9 @@ class Group:
 
     def is_empty(self) -> bool:
         return not self.members
+
+    def has_pending_offset(self, tp: tuple[str, int]) -> bool:
+        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
 
     def add(self, member: Member) -> None:
         if not self.members:

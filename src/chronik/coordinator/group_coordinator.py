@@ -15,6 +15,7 @@ Every API asks coordinator_error(group) first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -50,6 +51,7 @@ from chronik.coordinator.offsets_topic import (
     Record,
     store_error,
 )
+from chronik.records.control import COMMIT
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,9 @@ class GroupCoordinator:
         self._loaded: set[int] = set()
         self._loading: dict[int, asyncio.Future[None]] = {}
         self._offsets_count: int | None = None  # partitions of __consumer_offsets, last seen
+        # Producer id -> groups holding offsets of its open transaction, so a marker finds
+        # them without scanning every group.
+        self._txn_groups: dict[int, set[str]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._retention_timer: asyncio.TimerHandle | None = None
         self._running = False
@@ -142,8 +147,7 @@ class GroupCoordinator:
         """A single node loads every partition now; in a cluster the broker loads those
         it leads, as it learns it leads them."""
         if self._cluster() is None:
-            for key_bytes, value, position in await self.store.replay():
-                self._replay_record(key_bytes, value, position, self.groups)
+            self._replay(await self.store.replay(), self.groups, self._txn_groups)
             count = self._partition_count()
             if count:
                 self._loaded.update(range(count))
@@ -209,11 +213,13 @@ class GroupCoordinator:
                 records = await replay(partition)
             else:
                 records = [r for r in await self.store.replay() if self._in(r[0], partition)]
-            for key_bytes, value, position in records:
-                self._replay_record(key_bytes, value, position, loaded)
+            txn_groups: dict[int, set[str]] = {}
+            self._replay(records, loaded, txn_groups)
             # Unloaded (or unloaded and loaded again) meanwhile: this replay is stale.
             if self._loading.get(partition) is done:
                 self.groups.update(loaded)
+                for pid, ids in txn_groups.items():
+                    self._txn_groups.setdefault(pid, set()).update(ids)
                 self._loaded.add(partition)
                 # One line per partition that has groups; 50 empty ones say nothing.
                 (log.info if loaded else log.debug)(
@@ -272,8 +278,36 @@ class GroupCoordinator:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def _replay(
+        self,
+        records: Iterable[tuple[Any, ...]],
+        groups: dict[str, Group],
+        txn_groups: dict[int, set[str]],
+    ) -> None:
+        """Rebuild groups from __consumer_offsets records (see offsets_topic.Replayed): a
+        transaction's offsets wait for its marker, as in Kafka's doLoadGroupsAndOffsets."""
+        for record in records:
+            key_bytes, value, position = record[0], record[1], record[2]
+            producer_id = record[3] if len(record) > 3 else -1
+            marker = record[4] if len(record) > 4 else None
+            if marker is not None:
+                for group_id in txn_groups.pop(producer_id, ()):
+                    group = groups.get(group_id)
+                    if group is not None:
+                        self.offsets.complete(group, producer_id, marker == COMMIT)
+                continue
+            self._replay_record(key_bytes, value, position, groups, producer_id)
+            if producer_id >= 0:
+                with contextlib.suppress(ValueError):
+                    txn_groups.setdefault(producer_id, set()).add(decode_key(key_bytes).group)
+
     def _replay_record(
-        self, key_bytes: bytes, value: bytes | None, position: int, groups: dict[str, Group]
+        self,
+        key_bytes: bytes,
+        value: bytes | None,
+        position: int,
+        groups: dict[str, Group],
+        producer_id: int = -1,
     ) -> None:
         try:
             key = decode_key(key_bytes)
@@ -282,7 +316,7 @@ class GroupCoordinator:
                 if group is None and value is not None:
                     group = self._get_or_create(key.group, groups)
                 if group is not None:
-                    self.offsets.replay(group, key, value, position)
+                    self.offsets.replay(group, key, value, position, producer_id)
             else:
                 if value is None:
                     groups.pop(key.group, None)
@@ -930,13 +964,69 @@ class GroupCoordinator:
             return [error] * len(commits)
         return await self.offsets.commit(group, commits, self._now_ms())
 
+    async def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        commits: list[CommitRequest],
+    ) -> list[int]:
+        """TxnOffsetCommit: one error code per commit, in order. The group need not exist
+        (Kafka creates it Empty); a member id or generation given must match
+        (ClassicGroup.validateOffsetCommit for a transactional commit)."""
+        if not group_id:
+            return [int(E.invalid_group_id)] * len(commits)
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return [error] * len(commits)
+        group = self.groups.get(group_id) or self._get_or_create(group_id)
+        if group.state is GroupState.DEAD:
+            error = int(E.coordinator_not_available)
+        elif self._is_fenced(group, member_id, instance_id):
+            error = int(E.fenced_instance_id)
+        elif member_id and member_id not in group.members:
+            error = int(E.unknown_member_id)
+        elif generation >= 0 and generation != group.generation:
+            error = int(E.illegal_generation)
+        if error is not None:
+            return [error] * len(commits)
+        self._txn_groups.setdefault(producer_id, set()).add(group_id)
+        return await self.offsets.txn_commit(
+            group, producer_id, producer_epoch, commits, self._now_ms()
+        )
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction is durable on one partition of
+        __consumer_offsets: the offsets it held for that partition's groups become visible
+        (commit) or are dropped (abort)."""
+        group_ids = self._txn_groups.pop(producer_id, None)
+        if not group_ids:
+            return
+        count = self._partition_count() or self._offsets_count
+        others = set()
+        for group_id in group_ids:
+            if count and partition_for(group_id, count) != offsets_partition:
+                others.add(group_id)
+                continue
+            group = self.groups.get(group_id)
+            if group is not None:
+                self.offsets.complete(group, producer_id, commit)
+        if others:
+            self._txn_groups[producer_id] = others
+
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
     ) -> tuple[int, list[FetchedOffset]]:
         error = self.coordinator_error(group_id)
         if error is not None:
             return error, []
-        return NONE, self.offsets.fetch(group_id, topics)
+        return NONE, self.offsets.fetch(group_id, topics, require_stable)
 
     async def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode as E
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.records import builder
 from chronik.records.batch import read_header
+from chronik.records.control import InvalidMarker, read_marker
 from chronik.records.reader import CorruptRecords, iter_batches, iter_records
 
 log = logging.getLogger(__name__)
@@ -82,17 +83,29 @@ class NotCoordinator(Exception):
 
 # A key and a value (None: tombstone), both encoded by offsets_codec.
 Record = tuple[bytes, bytes | None]
+# What a replay yields: (key, value, position), or with transactions
+# (key, value, position, producer_id, marker): producer_id is -1 for a record written
+# outside a transaction; a transaction marker has key b"", value None and marker
+# COMMIT or ABORT (chronik.records.control), None for every other record.
+Replayed = tuple[bytes, bytes | None, int] | tuple[bytes, bytes | None, int, int, int | None]
 
 
 class GroupStore(Protocol):
     """Where group records go: one durable, ordered log per group."""
 
-    async def replay(self) -> Iterable[tuple[bytes, bytes | None, int]]:
-        """Every (key, value, position) written so far, in log order."""
+    async def replay(self) -> Iterable[Replayed]:
+        """Every record written so far, in log order."""
         ...
 
-    async def write(self, group_id: str, records: list[Record]) -> int:
-        """Append and fsync; returns the position of the last record."""
+    async def write(
+        self,
+        group_id: str,
+        records: list[Record],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> int:
+        """Append and fsync; returns the position of the last record. With a producer
+        id the records are one transactional batch of that producer's transaction."""
         ...
 
 
@@ -142,27 +155,42 @@ class OffsetsTopic:
             return None
         return topic.partitions[partition]
 
-    async def replay(self) -> list[tuple[bytes, bytes | None, int]]:
+    async def replay(self) -> list[Replayed]:
         topic = await self._ensure_topic()
-        out: list[tuple[bytes, bytes | None, int]] = []
+        out: list[Replayed] = []
         for plog in topic.partitions:
             if plog is not None:
-                out.extend(await _read_log(plog))
+                out.extend(await _read_log(plog, transactional=True))
         return out
 
-    async def replay_partition(self, partition: int) -> list[tuple[bytes, bytes | None, int]]:
-        """Every (key, value, position) of one partition, from its local log."""
+    async def replay_partition(self, partition: int) -> list[Replayed]:
+        """Every record of one partition, from its local log, with transactions."""
         if self._cluster() is None:
             await self._ensure_topic()
         plog = self._local_log(partition)
         if plog is None:
             raise NotCoordinator(f"{TOPIC}-{partition} is not stored on this broker")
-        return await _read_log(plog)
+        return await _read_log(plog, transactional=True)
 
-    async def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+    async def write(
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> int:
         index, plog = await self._log_for(group_id)
         now = self.broker.now_ms()
-        batch = bytearray(builder.build_batch([builder.Record(now, k, v) for k, v in records]))
+        # A transaction's offsets: Kafka's TxnOffsetCommit batch carries the producer id
+        # and epoch and no sequence, so the partition's producer state fences old epochs.
+        batch = bytearray(
+            builder.build_batch(
+                [builder.Record(now, k, v) for k, v in records],
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                transactional=producer_id >= 0,
+            )
+        )
         cluster = self._cluster()
         if cluster is not None:
             short = cluster.replicas.not_enough_replicas(TOPIC, index)
@@ -199,8 +227,10 @@ class OffsetsTopic:
         return index, plog
 
 
-async def _read_log(plog: Any) -> list[tuple[bytes, bytes | None, int]]:
-    out: list[tuple[bytes, bytes | None, int]] = []
+async def _read_log(plog: Any, *, transactional: bool = False) -> list[Any]:
+    """The records of a partition as (key, value, position); with ``transactional`` as
+    (key, value, position, producer_id, marker), markers included (see Replayed)."""
+    out: list[Any] = []
     offset = plog.start_offset
     while offset < plog.end_offset:
         data = plog.read(offset, READ_CHUNK)
@@ -215,12 +245,24 @@ async def _read_log(plog: Any) -> list[tuple[bytes, bytes | None, int]]:
             if header.last_offset < offset:
                 continue
             progressed = True
-            if not header.is_control:
-                batch = bytes(data[pos : pos + header.size])
+            batch = bytes(data[pos : pos + header.size])
+            if header.is_control:
+                if transactional:
+                    try:
+                        marker, _ = read_marker(batch)
+                    except InvalidMarker as exc:
+                        log.warning("%s: skipping control batch at %d: %s", TOPIC, offset, exc)
+                    else:
+                        out.append((b"", None, header.base_offset, header.producer_id, marker))
+            else:
+                pid = header.producer_id if header.is_transactional else -1
                 try:
                     for rec in iter_records(batch):
                         if rec.offset >= offset and rec.key is not None:
-                            out.append((rec.key, rec.value, rec.offset))
+                            if transactional:
+                                out.append((rec.key, rec.value, rec.offset, pid, None))
+                            else:
+                                out.append((rec.key, rec.value, rec.offset))
                 except CorruptRecords as exc:
                     # One bad batch must not keep the broker from starting.
                     log.warning("%s: skipping batch at %d: %s", TOPIC, offset, exc)
