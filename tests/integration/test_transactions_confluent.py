@@ -4,6 +4,7 @@ transaction, the timeout of an abandoned transaction and recovery after kill -9.
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
@@ -222,3 +223,33 @@ def test_transactions_and_their_offsets_survive_kill_9(broker_process_factory):
     again.produce(sink, value=b"again")
     again.commit_transaction(20)
     assert read_all(broker.bootstrap, sink, 1, "read_committed") == [b"kept", b"again"]
+
+
+def test_an_idle_transactional_id_expires(broker_factory):
+    from kio.schema.init_producer_id.v4 import request as init_v4
+
+    broker = broker_factory(
+        {
+            "transactional.id.expiration.ms": "1000",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "300",
+        }
+    )
+    txn_id = topic_name("tid")
+
+    def init() -> tuple[int, int]:
+        request = init_v4.InitProducerIdRequest(
+            transactional_id=txn_id,
+            transaction_timeout=datetime.timedelta(seconds=10),
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        with RawClient(broker.bootstrap) as raw:
+            response = raw.request(request)
+        assert int(response.error_code) == 0, response
+        return int(response.producer_id), int(response.producer_epoch)
+
+    pid, epoch = init()
+    assert init() == (pid, epoch + 1)  # the id is known: same producer, next epoch
+    time.sleep(2.5)
+    new_pid, new_epoch = init()
+    assert new_pid != pid and new_epoch == 0
