@@ -130,6 +130,7 @@ class Metrics:
         lines.append(f"chronik_connections {len(self.broker._connections)}")
         self._render_partitions(lines, family)
         self._render_groups(lines, family)
+        self._render_transactions(lines, family)
         self._render_cluster(lines, family)
         self._render_replication(lines, family)
         return "\n".join(lines) + "\n"
@@ -216,6 +217,37 @@ class Metrics:
                     f'chronik_consumer_group_lag{{group="{_label(group_id)}",'
                     f'topic="{_label(topic_name)}",partition="{index}"}} {lag}'
                 )
+
+    def _render_transactions(self, lines: list[str], family: object) -> None:
+        """Open transactions on the partitions led here, how far each holds read_committed
+        consumers back (high watermark minus last stable offset), and the coordinator's
+        transactional ids by state."""
+        cluster = self.broker.cluster
+        open_count = 0
+        lags: list[str] = []
+        for topic in sorted(self.broker.catalog.topics.values(), key=lambda t: t.name):
+            for index, plog in enumerate(topic.partitions):
+                if plog is None or not plog.producer_state.ongoing:
+                    continue
+                if cluster is not None and not cluster.is_local_leader(topic.name, index):
+                    continue
+                open_count += len(plog.producer_state.ongoing)
+                lag = max(plog.high_watermark - plog.last_stable_offset, 0)
+                lags.append(f"chronik_last_stable_offset_lag{_tp(topic.name, index)} {lag}")
+        family("chronik_open_transactions", "gauge", "Transactions open on the partitions "  # type: ignore[operator]
+               "led here, each counted once per partition.")
+        lines.append(f"chronik_open_transactions {open_count}")
+        family("chronik_last_stable_offset_lag", "gauge", "High watermark minus last stable "  # type: ignore[operator]
+               "offset, per partition with an open transaction.")
+        lines.extend(lags)
+        family("chronik_transactional_ids", "gauge", "Transactional ids this broker "  # type: ignore[operator]
+               "coordinates, by state.")
+        coordinator = getattr(self.broker, "txn_coordinator", None)
+        states: dict[str, int] = {}
+        for txn in coordinator.transactions() if coordinator is not None else ():
+            states[txn.state.kafka_name] = states.get(txn.state.kafka_name, 0) + 1
+        for state, n in sorted(states.items()):
+            lines.append(f'chronik_transactional_ids{{state="{state}"}} {n}')
 
     # -- HTTP ---------------------------------------------------------------------------
 

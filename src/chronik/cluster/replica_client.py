@@ -54,8 +54,9 @@ class BrokerClient:
         except (OSError, TimeoutError) as exc:
             raise BrokerUnreachable(f"{self.host}:{self.port}: {exc or 'timed out'}") from None
 
-    async def request(self, entity: Any, timeout: float) -> Any:
-        """Send one request and return its decoded response."""
+    async def request(self, entity: Any, timeout: float, raw: bool = False) -> Any:
+        """Send one request and return its decoded response (with ``raw``, the
+        response body's bytes after its header)."""
         async with self._lock:
             if self._writer is None:
                 await self._connect()
@@ -81,6 +82,8 @@ class BrokerClient:
                 self.close()
                 raise BrokerUnreachable(f"{self.host}:{self.port}: answer out of order")
             offset = 5 if entity.__flexible__ else 4
+            if raw:
+                return frame[offset:]
             cls = load_response_schema(entity.__api_key__, entity.__version__)
             response, _ = decode(cls, frame, offset)
             return response
