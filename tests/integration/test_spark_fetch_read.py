@@ -150,8 +150,70 @@ def test_old_message_formats_switch_to_librdkafka(broker, monkeypatch):
     assert [r["offset"] for r in rows] == list(range(3, 20))
 
 
-def test_tls_and_read_committed_go_through_librdkafka():
+def test_tls_goes_through_librdkafka_and_read_committed_does_not():
     assert fetch_read.usable({"bootstrap.servers": "h:1"})
     assert not fetch_read.usable({"security.protocol": "SSL"})
     assert not fetch_read.usable({"sasl.mechanism": "PLAIN"})
-    assert not fetch_read.usable({"isolation.level": "read_committed"})
+    assert fetch_read.usable({"isolation.level": "read_committed"})
+
+
+def _transactional(bootstrap: str, txn_id: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                         "linger.ms": 0, "compression.type": "lz4"})
+    producer.init_transactions(20)
+    return producer
+
+
+def test_read_committed_skips_aborted_transactions_and_stops_at_the_lso(broker):
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    bootstrap = broker.bootstrap
+    topic = _topic(bootstrap)
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    keeper = _transactional(bootstrap, f"keep-{topic}")
+    dropper = _transactional(bootstrap, f"drop-{topic}")
+    keeper.begin_transaction()
+    dropper.begin_transaction()
+    # Committed, aborted and plain batches interleaved on one partition.
+    for i in range(30):
+        (keeper if i % 3 == 0 else dropper if i % 3 == 1 else plain).produce(
+            topic, value=b"%s-%d" % ((b"keep", b"drop", b"plain")[i % 3], i)
+        )
+        for p in (keeper, dropper, plain):
+            p.flush(10)
+    dropper.abort_transaction(20)
+    keeper.commit_transaction(20)
+    # A transaction left open: read_committed ends before it, at the last stable offset.
+    opener = _transactional(bootstrap, f"open-{topic}")
+    opener.begin_transaction()
+    opener.produce(topic, value=b"open")
+    opener.flush(10)
+    plain.produce(topic, value=b"after-open")
+    plain.flush(10)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tp = TopicPartition(topic, 0)
+    (lso,) = [f.result(10).offset for f in admin.list_offsets(
+        {tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED).values()]
+    (hw,) = [f.result(10).offset for f in admin.list_offsets({tp: OffsetSpec.latest()}).values()]
+    assert lso < hw
+
+    committed_conf = {**_conf(bootstrap), "isolation.level": "read_committed"}
+    fast = _rows(fetch_read.read_range(
+        committed_conf, topic, 0, 0, lso, include_headers=False, fail_on_data_loss=True,
+        poll_timeout_s=20, fallback=_no_fallback,
+    ))
+    slow = _rows(arrow_read.read_range(committed_conf, topic, 0, 0, lso, include_headers=False,
+                                       poll_timeout_s=20))
+    values = [r["value"] for r in fast]
+    assert values == [r["value"] for r in slow]
+    assert values == [b"%s-%d" % ((b"keep", b"drop", b"plain")[i % 3], i)
+                      for i in range(30) if i % 3 != 1]
+    everything = [r["value"] for r in _rows(fetch_read.read_range(
+        _conf(bootstrap), topic, 0, 0, hw, include_headers=False, fail_on_data_loss=True,
+        poll_timeout_s=20, fallback=_no_fallback,
+    ))]
+    assert sum(v.startswith(b"drop") for v in everything) == 10
+    assert everything[-2:] == [b"open", b"after-open"]
+    opener.abort_transaction(20)

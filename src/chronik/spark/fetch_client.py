@@ -18,7 +18,8 @@
 # broker without Fetch v11 is found out before anything is sent that it cannot parse.
 #
 # The records come back as a memoryview into the response buffer: batches are never copied
-# on their way to the decoder.
+# on their way to the decoder. With isolation_level 1 (read_committed) the broker answers
+# up to the last stable offset, and the aborted transactions of that range.
 from __future__ import annotations
 
 import socket
@@ -52,6 +53,9 @@ class PartitionData:
     high_watermark: int
     log_start_offset: int
     records: memoryview
+    last_stable_offset: int = -1
+    # (producer_id, first_offset) of each aborted transaction in the range (read_committed).
+    aborted: list[tuple[int, int]] | None = None
 
 
 def encode_fetch(
@@ -96,10 +100,15 @@ def decode_fetch(buf: memoryview, topic: bytes, partition: int) -> PartitionData
             (parts,) = _I32.unpack_from(buf, pos)
             pos += 4
             for _ in range(parts):
-                index, code, hwm, _lso, log_start = _PARTITION_HEAD.unpack_from(buf, pos)
+                index, code, hwm, lso, log_start = _PARTITION_HEAD.unpack_from(buf, pos)
                 pos += _PARTITION_HEAD.size
-                (aborted,) = _I32.unpack_from(buf, pos)
-                pos += 4 + max(aborted, 0) * 16 + 4  # aborted transactions, preferred replica
+                (count,) = _I32.unpack_from(buf, pos)
+                pos += 4
+                aborted = [
+                    (int(pid), int(first))
+                    for pid, first in struct.iter_unpack(">qq", buf[pos : pos + max(count, 0) * 16])
+                ] if count > 0 else None
+                pos += max(count, 0) * 16 + 4  # aborted transactions, preferred replica
                 (size,) = _I32.unpack_from(buf, pos)
                 pos += 4
                 records = buf[pos : pos + max(size, 0)]
@@ -107,7 +116,7 @@ def decode_fetch(buf: memoryview, topic: bytes, partition: int) -> PartitionData
                     raise ProtocolError("fetch response cut short")
                 pos += max(size, 0)
                 if name == topic and index == partition:
-                    return PartitionData(code, hwm, log_start, records)
+                    return PartitionData(code, hwm, log_start, records, lso, aborted)
     except struct.error as exc:
         raise ProtocolError(f"unreadable fetch response: {exc}") from None
     raise ProtocolError(f"fetch response without {topic.decode()}-{partition}")
@@ -151,10 +160,17 @@ class FetchConnection:
             raise Unsupported(f"broker serves Fetch v{lo}-v{hi}, not v{FETCH_VERSION}")
 
     def send_fetch(
-        self, topic: bytes, partition: int, offset: int, max_wait_ms: int, max_bytes: int
+        self,
+        topic: bytes,
+        partition: int,
+        offset: int,
+        max_wait_ms: int,
+        max_bytes: int,
+        isolation_level: int = 0,
     ) -> None:
         self.sock.sendall(encode_fetch(
-            self._next_id(), self.client_id, topic, partition, offset, max_wait_ms, max_bytes
+            self._next_id(), self.client_id, topic, partition, offset, max_wait_ms, max_bytes,
+            isolation_level,
         ))
 
     def receive(self) -> memoryview:

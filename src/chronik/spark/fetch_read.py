@@ -7,9 +7,12 @@ buffers, with Python work per fetch and per batch but none per record. While one
 decoded the next fetch is already on its way.
 
 It reads as Spark's Kafka source does: ``read_uncommitted`` (the Java consumer's default),
-CRCs checked, control batches skipped. Connections that need TLS or SASL, an explicit
-``kafka.isolation.level=read_committed``, a broker without Fetch v11, and message formats
-older than v2 are read through librdkafka (``arrow_read``) instead.
+CRCs checked, control batches skipped. With ``kafka.isolation.level=read_committed`` it asks
+for committed data (the broker stops at the last stable offset) and drops, batch by batch
+before the compiled decoder sees them, the batches of the aborted transactions the broker
+lists, as Kafka's consumer does. Connections that need TLS or SASL, a broker without Fetch
+v11, and message formats older than v2 are read through librdkafka (``arrow_read``)
+instead.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pyarrow as pa
 from crc32c import crc32c
 
 from chronik.records.compression import decompress
+from chronik.records.control import ABORT, InvalidMarker, read_marker
 from chronik.spark import record_decode
 from chronik.spark.arrow_read import deleted, truncated
 from chronik.spark.fetch_client import (
@@ -45,6 +49,9 @@ _RETRIABLE = {3, 5, 6, 7, 13, 56, 74, 75}
 _OFFSET_OUT_OF_RANGE = 1
 _CRC = struct.Struct(">I")
 _CONTROL = 0x20
+_TRANSACTIONAL = 0x10
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT = 43  # in a v2 batch header
 _LOG_APPEND_TIME = 0x08
 
 
@@ -61,9 +68,7 @@ class _NeedsLibrdkafka(Exception):
 def usable(conf: Mapping[str, str]) -> bool:
     """Whether the fast path can serve this consumer configuration."""
     protocol = conf.get("security.protocol", "plaintext").lower()
-    if protocol != "plaintext" or any(k.startswith(("sasl.", "ssl.")) for k in conf):
-        return False
-    return conf.get("isolation.level", "read_uncommitted") != "read_committed"
+    return protocol == "plaintext" and not any(k.startswith(("sasl.", "ssl.")) for k in conf)
 
 
 def read_range(
@@ -108,6 +113,7 @@ class _PartitionReader:
         self.schema = arrow_schema(include_headers)
         self.poll_timeout_s = poll_timeout_s
         self.max_bytes = int(self.conf.get("max.partition.fetch.bytes", MAX_BYTES))
+        self.committed = self.conf.get("isolation.level") == "read_committed"
         self.conn: FetchConnection | None = None
 
     def close(self) -> None:
@@ -172,7 +178,8 @@ class _PartitionReader:
             if following < end:
                 self._send(following)  # the broker reads the next range while we decode
                 in_flight = True
-            batch = self._decode(data.records, blob, starts, fields, position, end)
+            skip = self._aborted(data, starts, fields) if self.committed else None
+            batch = self._decode(data.records, blob, starts, fields, position, end, skip)
             position = following
             last_progress = time.monotonic()
             if batch is not None:
@@ -185,7 +192,9 @@ class _PartitionReader:
                 host, port, self.conf.get("client.id", "chronik-spark-reader"),
                 timeout_s=self.poll_timeout_s,
             )
-        self.conn.send_fetch(self.name, self.partition, position, MAX_WAIT_MS, self.max_bytes)
+        self.conn.send_fetch(
+            self.name, self.partition, position, MAX_WAIT_MS, self.max_bytes, int(self.committed)
+        )
 
     def _receive(self) -> PartitionData:
         assert self.conn is not None
@@ -225,6 +234,38 @@ class _PartitionReader:
 
     # -- batches to Arrow -----------------------------------------------------------------
 
+    def _aborted(self, data: PartitionData, starts: np.ndarray, fields: np.ndarray) -> set[int]:
+        """Indexes of the batches of aborted transactions, by Kafka's consumer rule: a
+        producer listed as aborted from a first offset is aborted from the batch that
+        reaches that offset until its ABORT marker; its transactional batches meanwhile
+        are dropped."""
+        if not data.aborted:
+            return set()
+        pending = sorted(data.aborted, key=lambda a: a[1])
+        aborted_pids: set[int] = set()
+        skip: set[int] = set()
+        next_aborted = 0
+        records = data.records
+        for i, at in enumerate(starts.tolist()):
+            attributes = int(fields[i, 3])
+            if not attributes & _TRANSACTIONAL:
+                continue
+            last = int(fields[i, 0] + fields[i, 4])
+            while next_aborted < len(pending) and pending[next_aborted][1] <= last:
+                aborted_pids.add(pending[next_aborted][0])
+                next_aborted += 1
+            (pid,) = _PRODUCER_ID.unpack_from(records, at + _PRODUCER_ID_AT)
+            if attributes & _CONTROL:
+                try:
+                    kind, _ = read_marker(records[at : at + int(fields[i, 1])])
+                except InvalidMarker:
+                    continue
+                if kind == ABORT:
+                    aborted_pids.discard(pid)
+            elif pid in aborted_pids:
+                skip.add(i)
+        return skip
+
     def _decode(
         self,
         records: memoryview,
@@ -233,6 +274,7 @@ class _PartitionReader:
         fields: np.ndarray,
         lo: int,
         hi: int,
+        skip: set[int] | None = None,
     ) -> pa.RecordBatch | None:
         keep = []
         compressed = False
@@ -245,7 +287,7 @@ class _PartitionReader:
                     f"{int(fields[i, 0])}"
                 )
             last = fields[i, 0] + fields[i, 4]
-            if attributes & _CONTROL or last < lo or fields[i, 0] >= hi:
+            if attributes & _CONTROL or last < lo or fields[i, 0] >= hi or (skip and i in skip):
                 continue
             keep.append(i)
             compressed = compressed or bool(attributes & 0x07)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from confluent_kafka import IsolationLevel
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -74,8 +75,13 @@ class OffsetPlanner:
     def list_offsets(self, specs: dict[TP, OffsetSpec]) -> dict[TP, int]:
         if not specs:
             return {}
+        # read_committed reads end at the last stable offset, as ListOffsets answers it.
+        committed = self.kafka.get("isolation.level") == "read_committed"
         futures = self.admin.list_offsets(
             {KafkaTopicPartition(t, p): s for (t, p), s in specs.items()},
+            isolation_level=IsolationLevel.READ_COMMITTED
+            if committed
+            else IsolationLevel.READ_UNCOMMITTED,
             request_timeout=self.timeout_s,
         )
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
