@@ -55,7 +55,7 @@ def test_write_needs_value_and_topic(spark, bootstrap):
             "kafka.bootstrap.servers", bootstrap).save()
 
 
-def _copy_stream(spark, bootstrap, src, dst, ckpt):
+def _copy_stream(spark, bootstrap, src, dst, ckpt, **options):
     df = (
         spark.readStream.format("chronik").option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", src).option("startingOffsets", "earliest")
@@ -63,7 +63,7 @@ def _copy_stream(spark, bootstrap, src, dst, ckpt):
     )
     query = (
         df.writeStream.format("chronik").option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", dst).option("checkpointLocation", ckpt)
+        .option("topic", dst).option("checkpointLocation", ckpt).options(**options)
         .trigger(availableNow=True).start()
     )
     query.awaitTermination(180)
@@ -111,3 +111,68 @@ def test_task_retry_after_partial_write_skips_written_rows(bootstrap, topic_fact
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check"})
     assert c.get_watermark_offsets(TopicPartition(dst, 0), timeout=10) == (0, 20)
     c.close()
+
+
+def _read_committed(spark, bootstrap: str, topic: str):
+    return (
+        spark.read.format("chronik").option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic).option("kafka.isolation.level", "read_committed").load()
+    )
+
+
+def test_transactional_batch_write_is_read_committed(spark, bootstrap, topic_factory):
+    topic = topic_factory(partitions=2)
+    df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(40)], "key string, value string")
+    (df.repartition(3).write.format("chronik").mode("append")
+     .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+     .option("transactional", "true").save())
+    rows = _read_committed(spark, bootstrap, topic).collect()
+    assert sorted(r.value for r in rows) == sorted(f"v{i}".encode() for i in range(40))
+    with pytest.raises(Exception, match="sinkId"):
+        (df.write.format("chronik").mode("append").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", topic).option("transactional", "true").option("sinkId", "s")
+         .option("batchId", "0").save())
+
+
+def test_a_zombie_task_attempt_is_fenced_and_its_rows_never_committed(bootstrap, topic_factory):
+    """Two attempts of one task share a transactional id: the second fences the first,
+    whose open transaction is aborted, and only the second's rows are read committed."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    dst = topic_factory(partitions=1)
+    core = writers._RowProducer(
+        {"kafka.bootstrap.servers": bootstrap, "topic": dst, "transactional": "true"}
+    )
+    txn_id = writers.transactional_id(core.id_prefix, f"zombie-{dst}", 0)
+    zombie = core.producer(txn_id)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    core.produce_all([pa.RecordBatch.from_pydict({"value": [b"zombie"] * 5})], producer=zombie)
+    result = core.transactional_write(
+        [pa.RecordBatch.from_pydict({"value": [f"v{i}".encode() for i in range(10)]})], txn_id
+    )
+    assert result.rows == 10
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(10)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{dst}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(dst, 0, 0)])
+    values = []
+    for _ in range(100):
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            break  # end of partition
+        values.append(msg.value())
+    consumer.close()
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(10))
+
+
+def test_transactional_stream_write(spark, bootstrap, topic_factory, tmp_path):
+    src, dst = topic_factory(partitions=2), topic_factory(partitions=2)
+    produce(bootstrap, src, [(f"k{i % 5}".encode(), f"v{i}".encode(), None) for i in range(90)])
+    _copy_stream(spark, bootstrap, src, dst, str(tmp_path / "ckpt"), transactional="true")
+    rows = _read_committed(spark, bootstrap, dst).collect()
+    assert sorted(r.value for r in rows) == sorted(f"v{i}".encode() for i in range(90))

@@ -101,7 +101,7 @@ def _reader(options: Mapping[str, str]) -> str:
     return value
 
 
-def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+def option_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
     if value is None:
         return default
@@ -200,8 +200,8 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         ts_strategy=strategy,
         max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
         min_partitions=_positive_int(options, "minPartitions"),
-        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
-        include_headers=_bool(options, "includeHeaders", False),
+        fail_on_data_loss=option_bool(options, "failOnDataLoss", True),
+        include_headers=option_bool(options, "includeHeaders", False),
         poll_timeout_s=int(options.get("kafkaConsumer.pollTimeoutMs", "120000")) / 1000,
         reader=_reader(options),
     )

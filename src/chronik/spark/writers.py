@@ -4,10 +4,19 @@ Input columns as Spark's Kafka sink takes them: ``value`` (required), ``key``, `
 (unless the ``topic`` option is set, which wins), ``partition``, ``headers``.
 Streaming writes, and batch writes given ``sinkId`` + ``batchId`` options, are exactly-once per
 batch through the sink log (see ``sink_log``).
+
+With ``transactional=true`` each task's rows are instead one Kafka transaction. Its
+transactional id is derived from the write (the query id for a stream, an id drawn on the
+driver for a batch write) and the task's partition, so every attempt of one task shares
+it: a new attempt's init_transactions bumps the producer epoch, which aborts whatever an
+earlier attempt left open and fences that attempt, so a zombie writer cannot add a row.
+read_committed readers see a task's rows all at once, or none.
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -23,7 +32,7 @@ from pyspark.sql.types import StructType
 
 from chronik.spark import sink_log
 from chronik.spark.offsets import OffsetPlanner, admin_client
-from chronik.spark.options import OptionError, Subscription, kafka_config
+from chronik.spark.options import OptionError, Subscription, kafka_config, option_bool
 
 _PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -58,24 +67,56 @@ def check_schema(schema: StructType, topic_option: str | None) -> None:
         raise OptionError("set the 'topic' option or give the data a 'topic' column")
 
 
+# How long a task's transaction may stay open before the coordinator aborts it.
+TRANSACTION_TIMEOUT_MS = "300000"
+
+
+def transactional_id(prefix: str, write_id: str, partition: int) -> str:
+    """One id per (write, task partition): every attempt of a task shares it, so each new
+    attempt fences the ones before."""
+    return f"{prefix}{write_id}-{partition}"
+
+
 class _RowProducer:
     def __init__(self, options: Mapping[str, str]):
         self.kafka = kafka_config(options)
         self.topic = options.get("topic")
+        self.transactional = option_bool(options, "transactional", False)
+        self.id_prefix = options.get("transactionalIdPrefix", "chronik-spark-")
 
-    def producer(self) -> Producer:
-        return Producer({**_PRODUCER_DEFAULTS, **self.kafka})
+    def producer(self, txn_id: str | None = None) -> Producer:
+        conf = {**_PRODUCER_DEFAULTS, **self.kafka}
+        if txn_id is not None:
+            conf.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+            conf["transactional.id"] = txn_id
+        return Producer(conf)
+
+    def transactional_write(self, batches: list[pa.RecordBatch], txn_id: str) -> WriteResult:
+        """All rows of a task in one transaction, committed before the task reports."""
+        producer = self.producer(txn_id)
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        try:
+            rows, _ = self.produce_all(batches, producer=producer)
+            producer.commit_transaction(120)
+        except BaseException:
+            # Fenced or already failing: the coordinator aborts it in time anyway.
+            with contextlib.suppress(KafkaException):
+                producer.abort_transaction(30)
+            raise
+        return WriteResult(rows, 0)
 
     def produce_all(
         self,
         batches: list[pa.RecordBatch],
         marker: str | None = None,
         skip: Counter[str] | None = None,
+        producer: Producer | None = None,
     ) -> tuple[int, int]:
         """Produce every row; with a marker, tag each row with its identity, and leave out
         as many copies of a row as `skip` counts for its digest."""
         skip = Counter(skip or ())
-        producer = self.producer()
+        producer = producer or self.producer()
         errors: list = []
 
         def on_delivery(err, _msg) -> None:
@@ -173,9 +214,19 @@ class BatchWriter(DataSourceArrowWriter):
         batch = options.get("batchId")
         if (self.sink_id is None) != (batch is None):
             raise OptionError("options 'sinkId' and 'batchId' go together")
+        if self.core.transactional and self.sink_id is not None:
+            raise OptionError("option 'transactional' does not go with 'sinkId'/'batchId'")
         self.batch = int(batch) if batch is not None else None
+        # Drawn once on the driver: every task attempt of this write derives its id from it.
+        self.write_id = uuid.uuid4().hex[:16]
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        if self.core.transactional:
+            from pyspark import TaskContext
+
+            task = TaskContext.get().partitionId()  # type: ignore[union-attr]
+            txn_id = transactional_id(self.core.id_prefix, self.write_id, task)
+            return self.core.transactional_write(list(iterator), txn_id)
         if self.sink_id is None:
             rows, _ = self.core.produce_all(list(iterator))
             return WriteResult(rows, 0)
@@ -204,9 +255,14 @@ class StreamWriter(DataSourceStreamArrowWriter):
         assert ctx is not None
         batch = int(ctx.getLocalProperty("streaming.sql.batchId"))
         sink_id = self.sink_id or ctx.getLocalProperty("sql.streaming.queryId")
+        if self.core.transactional:
+            txn_id = transactional_id(self.core.id_prefix, sink_id, ctx.partitionId())
+            return self.core.transactional_write(list(iterator), txn_id)
         return _exactly_once_write(self.core, iterator, sink_id, batch, ctx.partitionId())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.core.transactional:
+            return  # each task committed its own transaction
         ids = {m.sink_id for m in messages if isinstance(m, WriteResult) and m.sink_id}
         for sink_id in ids:
             _commit(self.core, sink_id, batchId)
