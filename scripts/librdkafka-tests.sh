@@ -11,6 +11,9 @@
 #
 # Nothing is written into TESTS_DIR: the runner reads its test.conf through
 # RDKAFKA_TEST_CONF and runs in a scratch directory (it drops stats files in its cwd).
+# CLUSTER=1 runs three brokers and a ZooKeeper instead (scripts/cluster.py), for the
+# tests that create topics with replication factor 3, as librdkafka's own test cluster
+# has three brokers.
 # Environment: PY (python with chronik, default .venv/bin/python), CHRONIK_SERVE_ARGS
 # (extra `chronik serve` arguments, e.g. "--set log.segment.bytes=1048576"), KEEP=1 keeps the
 # scratch directory; the runner's own variables (TEST_KAFKA_VERSION, TEST_DEBUG, ...)
@@ -66,31 +69,65 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# shellcheck disable=SC2086  # CHRONIK_SERVE_ARGS is a list of arguments
-# num.partitions=4 is what librdkafka's own test cluster (trivup) auto-creates topics with.
-"$PY" -m chronik serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
-  --set num.partitions=4 ${CHRONIK_SERVE_ARGS:-} >"$work/broker.log" 2>&1 &
-broker_pid=$!
-ready=0
-for _ in $(seq 1 100); do
-  if ! kill -0 "$broker_pid" 2>/dev/null; then break; fi
-  if "$PY" -c "import socket, sys; socket.create_connection(('127.0.0.1', $port), 0.2)" \
-      2>/dev/null; then
-    ready=1
-    break
-  fi
-  sleep 0.1
-done
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+listening() {
+  "$PY" -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null
+}
+port=$(free_port)
+if [ "${CLUSTER:-0}" = 1 ]; then
+  # Three brokers and a ZooKeeper (scripts/cluster.py), as librdkafka's own trivup
+  # cluster: tests such as 0103 create topics with replication factor 3.
+  zk_port=$(free_port)
+  base=$(free_port)
+  while listening $((base + 1)) || listening $((base + 2)); do base=$(free_port); done
+  # shellcheck disable=SC2086
+  "$PY" scripts/cluster.py --dir "$work/cluster" --base-port "$base" \
+    --zookeeper-port "$zk_port" --set num.partitions=4 \
+    $(for a in ${CHRONIK_SERVE_ARGS:-}; do [ "$a" = --set ] || printf -- '--set %s ' "$a"; done) \
+    >"$work/broker.log" 2>&1 &
+  broker_pid=$!
+  bootstrap="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
+  ready=0
+  for _ in $(seq 1 600); do
+    if ! kill -0 "$broker_pid" 2>/dev/null; then break; fi
+    if "$PY" -c "
+from confluent_kafka.admin import AdminClient
+import sys
+md = AdminClient({'bootstrap.servers': '$bootstrap'}).list_topics(timeout=1)
+sys.exit(0 if len(md.brokers) == 3 and md.controller_id > 0 else 1)" 2>/dev/null; then
+      ready=1
+      break
+    fi
+    sleep 0.2
+  done
+else
+  # shellcheck disable=SC2086  # CHRONIK_SERVE_ARGS is a list of arguments
+  # num.partitions=4 is what librdkafka's own test cluster (trivup) auto-creates topics with.
+  "$PY" -m chronik serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
+    --set num.partitions=4 ${CHRONIK_SERVE_ARGS:-} >"$work/broker.log" 2>&1 &
+  broker_pid=$!
+  bootstrap="127.0.0.1:$port"
+  ready=0
+  for _ in $(seq 1 100); do
+    if ! kill -0 "$broker_pid" 2>/dev/null; then break; fi
+    if listening "$port"; then
+      ready=1
+      break
+    fi
+    sleep 0.1
+  done
+fi
 if [ "$ready" != 1 ]; then
   failed=1
   echo "$0: chronik did not start; its log:" >&2
   tail -n 20 "$work/broker.log" >&2
   exit 1
 fi
-echo "chronik on 127.0.0.1:$port (data and logs in $work)"
+echo "chronik on $bootstrap (data and logs in $work)"
 
-printf 'bootstrap.servers=127.0.0.1:%s\n' "$port" >"$work/test.conf"
+printf 'bootstrap.servers=%s\n' "$bootstrap" >"$work/test.conf"
 mkdir -p "$work/run"
 export RDKAFKA_TEST_CONF=$work/test.conf
 # The runner must load the librdkafka it was built with, not a system copy.
