@@ -52,7 +52,8 @@ def unb64(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(text)
 
 
-def kafkajs(bootstrap: str, topic: str, **job) -> dict:
+def kafkajs(bootstrap: str, topic: str, script: Path = SCRIPT, **job) -> dict:
+    """Run a kafkajs script with one JSON job on stdin; its JSON answer."""
     job = {"bootstrap": bootstrap, "topic": topic, **job}
     if "records" in job:
         job["records"] = [
@@ -65,7 +66,7 @@ def kafkajs(bootstrap: str, topic: str, **job) -> dict:
             for r in job["records"]
         ]
     proc = subprocess.run(
-        ["node", str(SCRIPT)],
+        ["node", str(script)],
         input=json.dumps(job).encode(),
         capture_output=True,
         timeout=180,

@@ -14,8 +14,9 @@ API_KEY = 8
 VERSIONS = (2, 9)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    commits = [
+def commit_requests(topics: Any) -> list[CommitRequest]:
+    """The partitions of an OffsetCommit or TxnOffsetCommit request, in request order."""
+    return [
         CommitRequest(
             topic.name,
             p.partition_index,
@@ -23,30 +24,38 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             getattr(p, "committed_leader_epoch", -1),
             p.committed_metadata,
         )
-        for topic in request.topics
+        for topic in topics
         for p in topic.partitions
     ]
+
+
+def topic_responses(
+    ctx: RequestContext, topics: Any, codes: list[int], topic_cls: str, partition_cls: str
+) -> tuple[Any, ...]:
+    """One error code per partition, laid out as the request's topics."""
+    it = iter(codes)
+    return tuple(
+        ctx.build(
+            topic_cls,
+            name=topic.name,
+            partitions=tuple(
+                ctx.build(partition_cls, partition_index=p.partition_index, error_code=next(it))
+                for p in topic.partitions
+            ),
+        )
+        for topic in topics
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
     codes = await ctx.broker.coordinator.commit_offsets(
         request.group_id,
         request.generation_id_or_member_epoch,
         request.member_id,
         getattr(request, "group_instance_id", None),
-        commits,
+        commit_requests(request.topics),
     )
-    it = iter(codes)
-    topics = tuple(
-        ctx.build(
-            "OffsetCommitResponseTopic",
-            name=topic.name,
-            partitions=tuple(
-                ctx.build(
-                    "OffsetCommitResponsePartition",
-                    partition_index=p.partition_index,
-                    error_code=next(it),
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in request.topics
+    topics = topic_responses(
+        ctx, request.topics, codes, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition"
     )
     return ctx.build("OffsetCommitResponse", throttle_time=0, topics=topics)

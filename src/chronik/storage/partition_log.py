@@ -438,18 +438,23 @@ class PartitionLog:
         done = self.producer_state.complete(
             producer_id, producer_epoch, coordinator_epoch, result.base_offset, now_ms, not commit
         )
-        if done.aborted:
-            try:
-                self._index_aborted(done, self.producer_state.last_stable_offset_after(done))
-            except OSError as exc:
-                # The marker is in the log: recovery puts the entry back from it.
-                log.warning(
-                    "partition %s: aborted transaction at %d not indexed: %s",
-                    self.name,
-                    done.last_offset,
-                    _reason(exc),
-                )
+        self._record_abort(done, self.producer_state)
         return result
+
+    def _record_abort(self, done: CompletedTxn, producers: ProducerStateManager) -> None:
+        """Index an aborted transaction; a failed index write is logged, not raised: the
+        marker is in the log, and recovery puts the entry back from it."""
+        if not done.aborted:
+            return
+        try:
+            self._index_aborted(done, producers.last_stable_offset_after(done))
+        except OSError as exc:
+            log.warning(
+                "partition %s: aborted transaction at %d not indexed: %s",
+                self.name,
+                done.last_offset,
+                _reason(exc),
+            )
 
     def _append(self, batch: bytearray, header: BatchHeader, now_ms: int) -> AppendResult:
         base = self._end_offset
@@ -613,24 +618,8 @@ class PartitionLog:
                 kind, coordinator_epoch = read_marker(chunk, rel - run_start)
             except (InvalidMarker, ValueError):
                 continue
-            done = producers.complete(
-                header.producer_id,
-                header.producer_epoch,
-                coordinator_epoch,
-                header.base_offset,
-                header.max_timestamp,
-                kind == 0,
-            )
-            if done.aborted:
-                try:
-                    self._index_aborted(done, producers.last_stable_offset_after(done))
-                except OSError as exc:
-                    log.warning(
-                        "partition %s: aborted transaction at %d not indexed: %s",
-                        self.name,
-                        done.last_offset,
-                        _reason(exc),
-                    )
+            done = producers.complete_marker(header, kind, coordinator_epoch)
+            self._record_abort(done, producers)
         self._unflushed_messages += records
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = _now_ms()

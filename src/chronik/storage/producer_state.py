@@ -223,6 +223,19 @@ class ProducerStateManager:
                 f" older than {entry.coordinator_epoch}",
             )
 
+    def complete_marker(
+        self, header: BatchHeader, kind: int, coordinator_epoch: int
+    ) -> CompletedTxn:
+        """``complete`` for a marker batch read from the log (kind 0 ABORT, 1 COMMIT)."""
+        return self.complete(
+            header.producer_id,
+            header.producer_epoch,
+            coordinator_epoch,
+            header.base_offset,
+            header.max_timestamp,
+            kind == 0,
+        )
+
     def complete(
         self,
         producer_id: int,
@@ -270,14 +283,7 @@ class ProducerStateManager:
                 if marker is None:
                     continue
                 kind, coordinator_epoch = marker
-                done = self.complete(
-                    header.producer_id,
-                    header.producer_epoch,
-                    coordinator_epoch,
-                    header.base_offset,
-                    header.max_timestamp,
-                    kind == 0,
-                )
+                done = self.complete_marker(header, kind, coordinator_epoch)
                 if done.aborted:
                     found.append(done)
             else:
