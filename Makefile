@@ -29,7 +29,7 @@ cluster: $(STAMP)
 	$(PY) scripts/cluster.py $(CLUSTER_ARGS)
 
 test: deps
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=20 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not spark" $(PYTEST_ARGS)
