@@ -157,7 +157,13 @@ def describe(cluster: Cluster, transactional_id: str) -> int:
         raw=True,
         transactional_ids=(transactional_id,),
     )
-    (state,) = read_describe_transactions(body)
+    try:
+        states = read_describe_transactions(body)
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise CliError(f"broker {found.host}:{found.port} sent a malformed answer: {exc}") from None
+    if len(states) != 1:
+        raise CliError(f"broker {found.host}:{found.port} answered {len(states)} ids for one")
+    (state,) = states
     if state.error_code:
         raise CliError(f"transactional id '{transactional_id}': {_error(state.error_code)}")
     start_ms = state.start_ms
