@@ -4,15 +4,20 @@ and the metrics of open transactions, with a confluent-kafka transactional produ
 
 from __future__ import annotations
 
+import struct
+
 from confluent_kafka import Producer
 from kio.schema.describe_producers.v0 import request as describe_producers
 from kio.schema.describe_transactions.v0 import request as describe_transactions
 from kio.schema.list_transactions.v1 import request as list_transactions
 
 from chronik.broker.embedded import EmbeddedBroker
+from chronik.cli.transactions import DescribedTransaction, read_describe_transactions
 
 from .cli_support import chronik, ok
-from .helpers import RawClient, create_topic, topic_name
+from .cluster_support import wait_until
+from .helpers import RawClient, code, create_topic, req, topic_name
+from .replication_support import create_replicated_topic
 from .test_metrics import scrape
 
 
@@ -111,3 +116,72 @@ def test_transactions_on_the_wire_and_in_the_cli(tmp_path):
         ]
         bogus = chronik("transactions", "list", "--state", "Bogus", bootstrap=bootstrap)
         assert bogus.returncode == 1 and "unknown state: Bogus" in bogus.stderr
+
+
+NOT_LEADER_OR_FOLLOWER = 6
+NOT_COORDINATOR = 16
+
+
+def describe_raw(raw: RawClient, txn_id: str) -> list[DescribedTransaction]:
+    """DescribeTransactions read with the CLI's reader: an error answer carries the start
+    time -1, which kio's decoder refuses."""
+    sent = raw.send(describe_transactions.DescribeTransactionsRequest(transactional_ids=(txn_id,)))
+    (size,) = struct.unpack(">i", raw._read(4))
+    frame = raw._read(size)
+    assert struct.unpack_from(">i", frame)[0] == sent
+    return read_describe_transactions(frame[5:])  # correlation id, empty tagged fields
+
+
+def test_each_broker_of_a_cluster_answers_for_what_it_leads(cluster3):
+    """ListTransactions on a broker lists only the ids of the coordinator partitions it
+    leads; DescribeTransactions elsewhere is NOT_COORDINATOR; DescribeProducers on a
+    follower is NOT_LEADER_OR_FOLLOWER; the CLI asks the right brokers."""
+    cluster = cluster3
+    topic = topic_name("tools-cluster")
+    create_replicated_topic(cluster, topic, 1)
+    txn_id = topic_name("tid-cluster")
+    producer = open_transaction(cluster.bootstrap, txn_id, topic)
+
+    def coordinator() -> int:
+        with RawClient(cluster.bootstrap.split(",")[0]) as raw:
+            found = raw.request(req(10, 3, key=txn_id, key_type=1))
+        return int(found.node_id) if code(found.error_code) == 0 else 0
+
+    owner = wait_until(coordinator, f"the coordinator of {txn_id}")
+    leader = cluster.leaders(topic, owner)[0]
+    for i in cluster.ids:
+        with RawClient(cluster.broker(i).bootstrap) as raw:
+            ids = wait_until(lambda raw=raw: listed(raw), f"broker {i}'s listing")[0]
+            assert (txn_id in ids) == (i == owner), f"broker {i} lists {ids}"
+            (state,) = describe_raw(raw, txn_id)
+            assert state.error_code == (0 if i == owner else NOT_COORDINATOR)
+            assert state.start_ms > 0 if i == owner else state.start_ms == -1
+            producers = raw.request(
+                describe_producers.DescribeProducersRequest(
+                    topics=(describe_producers.TopicRequest(name=topic, partition_indexes=(0,)),)
+                )
+            )
+            (part,) = producers.topics[0].partitions
+            if i == leader:
+                assert code(part.error_code) == 0 and len(part.active_producers) == 1
+            else:
+                assert code(part.error_code) == NOT_LEADER_OR_FOLLOWER
+                assert part.active_producers == ()
+
+    rows = [ln.split() for ln in ok("transactions", "list", bootstrap=cluster.bootstrap).lines]
+    assert [r for r in rows if r[0] == txn_id][0][1:2] == [str(owner)]
+    row = ok("transactions", "describe", txn_id, bootstrap=cluster.bootstrap).lines[1].split()
+    assert (row[0], row[1], row[4]) == (str(owner), txn_id, "Ongoing")
+    out = ok(
+        "transactions",
+        "describe-producers",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        bootstrap=cluster.bootstrap,
+    ).lines
+    assert out[1].split()[-1] == "0"
+    producer.abort_transaction(20)
+    row = ok("transactions", "describe", txn_id, bootstrap=cluster.bootstrap).lines[1].split()
+    assert row[4] == "CompleteAbort"
