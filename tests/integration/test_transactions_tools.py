@@ -137,6 +137,12 @@ def test_each_broker_of_a_cluster_answers_for_what_it_leads(cluster3):
     leads; DescribeTransactions elsewhere is NOT_COORDINATOR; DescribeProducers on a
     follower is NOT_LEADER_OR_FOLLOWER; the CLI asks the right brokers."""
     cluster = cluster3
+    # The first FindCoordinator of key type 1 on this cluster: it creates
+    # __transaction_state, and still the CLI's answer is the id's, not the coordinator's.
+    missing = chronik("transactions", "describe", "no-such-id", bootstrap=cluster.bootstrap)
+    assert missing.error_lines == [
+        "chronik: error: transactional id 'no-such-id': TRANSACTIONAL_ID_NOT_FOUND"
+    ]
     topic = topic_name("tools-cluster")
     create_replicated_topic(cluster, topic, 1)
     txn_id = topic_name("tid-cluster")

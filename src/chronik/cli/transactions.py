@@ -15,8 +15,9 @@ import argparse
 import asyncio
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
@@ -32,6 +33,19 @@ DESCRIBE_PRODUCERS = (61, 0)
 DESCRIBE_TRANSACTIONS = (65, 0)
 LIST_TRANSACTIONS = (66, 1)
 TRANSACTION_KEY = 1
+T = TypeVar("T")
+# Coordinator errors Kafka's admin client retries: __transaction_state being created or
+# loaded after a failover, or the coordinator moving. Retried for RETRY_FOR_S, then the
+# last one is reported.
+RETRIABLE = frozenset(
+    {
+        int(ErrorCode.coordinator_load_in_progress),
+        int(ErrorCode.coordinator_not_available),
+        int(ErrorCode.not_coordinator),
+    }
+)
+RETRY_FOR_S = 15.0
+RETRY_EVERY_S = 0.25
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,17 +127,31 @@ def _error(code: Any) -> str:
         return f"error {int(code)}"
 
 
+def _retrying(attempt: Callable[[], T], code_of: Callable[[T], int]) -> T:
+    """``attempt()`` again while its answer's error is a retriable coordinator error,
+    for at most RETRY_FOR_S; the last answer either way."""
+    deadline = time.monotonic() + RETRY_FOR_S
+    while True:
+        answer = attempt()
+        if code_of(answer) not in RETRIABLE or time.monotonic() >= deadline:
+            return answer
+        time.sleep(RETRY_EVERY_S)
+
+
 def list_transactions(cluster: Cluster, args: argparse.Namespace) -> int:
     rows = []
     failed = []
     for node, address in sorted(_brokers(cluster).items()):
-        response = _ask(
-            cluster,
-            address,
-            LIST_TRANSACTIONS,
-            state_filters=tuple(args.state),
-            producer_id_filters=tuple(args.producer_id),
-            duration_filter=-1 if args.duration_ms is None else args.duration_ms,
+        response = _retrying(
+            lambda address=address: _ask(
+                cluster,
+                address,
+                LIST_TRANSACTIONS,
+                state_filters=tuple(args.state),
+                producer_id_filters=tuple(args.producer_id),
+                duration_filter=-1 if args.duration_ms is None else args.duration_ms,
+            ),
+            lambda response: int(response.error_code),
         )
         if int(response.error_code):
             failed.append(f"broker {node}: {_error(response.error_code)}")
@@ -138,18 +166,14 @@ def list_transactions(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
-def describe(cluster: Cluster, transactional_id: str) -> int:
-    brokers = _brokers(cluster)
-    found = _ask(
-        cluster,
-        next(iter(brokers.values())),
-        FIND_COORDINATOR,
-        key=transactional_id,
-        key_type=TRANSACTION_KEY,
-    )
+def _describe_once(
+    cluster: Cluster, first: tuple[str, int], transactional_id: str
+) -> tuple[int, int, DescribedTransaction | None]:
+    """(error code, coordinator id, state): FindCoordinator, then DescribeTransactions on
+    the broker it names."""
+    found = _ask(cluster, first, FIND_COORDINATOR, key=transactional_id, key_type=TRANSACTION_KEY)
     if int(found.error_code):
-        raise CliError(f"no coordinator for '{transactional_id}': {_error(found.error_code)}")
-    node = int(found.node_id)
+        return int(found.error_code), -1, None
     body = _ask(
         cluster,
         (found.host, int(found.port)),
@@ -163,7 +187,16 @@ def describe(cluster: Cluster, transactional_id: str) -> int:
         raise CliError(f"broker {found.host}:{found.port} sent a malformed answer: {exc}") from None
     if len(states) != 1:
         raise CliError(f"broker {found.host}:{found.port} answered {len(states)} ids for one")
-    (state,) = states
+    return states[0].error_code, int(found.node_id), states[0]
+
+
+def describe(cluster: Cluster, transactional_id: str) -> int:
+    first = next(iter(_brokers(cluster).values()))
+    code, node, state = _retrying(
+        lambda: _describe_once(cluster, first, transactional_id), lambda answer: answer[0]
+    )
+    if state is None:
+        raise CliError(f"no coordinator for '{transactional_id}': {_error(code)}")
     if state.error_code:
         raise CliError(f"transactional id '{transactional_id}': {_error(state.error_code)}")
     start_ms = state.start_ms
