@@ -9,47 +9,70 @@ duration_filter ms.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.coordinator.transaction_state import TxnState
+from chronik.coordinator.transaction_state import TxnMetadata, TxnState
 
 API_KEY = 66
 VERSIONS = (0, 1)
 
 
+def select(
+    transactions: Iterable[TxnMetadata],
+    state_filters: Sequence[str],
+    producer_id_filters: Iterable[int],
+    duration_filter: int,
+    now_ms: int,
+) -> tuple[list[TxnMetadata], tuple[str, ...]]:
+    """The transactions a ListTransactions request asks for, by id, and the state names
+    it gave that are no state's; Kafka's TransactionStateManager.listTransactionStates:
+    Dead ids are never listed, each non-empty filter must match, and a duration filter
+    keeps only transactions started more than that many ms ago."""
+    states = {s for s in (TxnState.from_name(n) for n in state_filters) if s is not None}
+    unknown = tuple(n for n in state_filters if TxnState.from_name(n) is None)
+    pids = set(producer_id_filters)
+    chosen = []
+    for txn in transactions:
+        if txn.state is TxnState.DEAD:
+            continue
+        if state_filters and txn.state not in states:
+            continue
+        if pids and txn.producer_id not in pids:
+            continue
+        if duration_filter >= 0 and now_ms - txn.txn_start_ms <= duration_filter:
+            continue
+        chosen.append(txn)
+    return sorted(chosen, key=lambda t: t.transactional_id), unknown
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.txn_coordinator
-    states = set(request.state_filters)
-    unknown = tuple(s for s in request.state_filters if TxnState.from_name(s) is None)
-    pids = set(request.producer_id_filters)
-    duration = getattr(request, "duration_filter", -1)
-    now = ctx.broker.now_ms()
     code = coordinator.listing_error()
-    listed = []
+    listed: list[TxnMetadata] = []
+    unknown: tuple[str, ...] = ()
+    # While a partition loads Kafka answers the error alone, without the unknown names.
     if code == 0:
-        for txn in sorted(coordinator.transactions(), key=lambda t: t.transactional_id):
-            # Kafka's TransactionStateManager.listTransactionStates filters.
-            if txn.state is TxnState.DEAD:
-                continue
-            if states and txn.state.kafka_name not in states:
-                continue
-            if pids and txn.producer_id not in pids:
-                continue
-            if duration >= 0 and now - txn.txn_start_ms <= duration:
-                continue
-            listed.append(
-                ctx.build(
-                    "TransactionState",
-                    transactional_id=txn.transactional_id,
-                    producer_id=txn.producer_id,
-                    transaction_state=txn.state.kafka_name,
-                )
-            )
+        listed, unknown = select(
+            coordinator.transactions(),
+            tuple(request.state_filters),
+            request.producer_id_filters,
+            getattr(request, "duration_filter", -1),
+            ctx.broker.now_ms(),
+        )
     return ctx.build(
         "ListTransactionsResponse",
         throttle_time=0,
         error_code=code,
         unknown_state_filters=unknown,
-        transaction_states=tuple(listed),
+        transaction_states=tuple(
+            ctx.build(
+                "TransactionState",
+                transactional_id=txn.transactional_id,
+                producer_id=txn.producer_id,
+                transaction_state=txn.state.kafka_name,
+            )
+            for txn in listed
+        ),
     )
