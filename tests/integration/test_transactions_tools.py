@@ -76,6 +76,20 @@ def test_transactions_on_the_wire_and_in_the_cli(tmp_path):
             assert int(state.producer_id) == int(mine.producer_id)
             assert (state.last_sequence, state.current_txn_start_offset) == (2, 0)
 
+            unknown = raw.request(
+                describe_producers.DescribeProducersRequest(
+                    topics=(
+                        describe_producers.TopicRequest(name=topic, partition_indexes=(7, -1)),
+                        describe_producers.TopicRequest(name="no-such", partition_indexes=(0,)),
+                    )
+                )
+            )
+            assert [
+                (t.name, p.partition_index, code(p.error_code), p.active_producers)
+                for t in unknown.topics
+                for p in t.partitions
+            ] == [(topic, 7, 3, ()), (topic, -1, 3, ()), ("no-such", 0, 3, ())]
+
         metrics = scrape(broker.broker.metrics_port)
         assert metrics["chronik_open_transactions"] == 1
         assert metrics[f'chronik_last_stable_offset_lag{{topic="{topic}",partition="0"}}'] == 3
