@@ -136,6 +136,22 @@ NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
 
 
+def describe_partition(raw: RawClient, topic: str) -> object:
+    """DescribeProducers of partition 0, once every replica has the producer's batches
+    (a follower may answer a moment after the leader acknowledged them)."""
+
+    def answer() -> object:
+        response = raw.request(
+            describe_producers.DescribeProducersRequest(
+                topics=(describe_producers.TopicRequest(name=topic, partition_indexes=(0,)),)
+            )
+        )
+        (part,) = response.topics[0].partitions
+        return part if part.active_producers or code(part.error_code) else None
+
+    return wait_until(answer, f"the producers of {topic}-0", timeout=10)
+
+
 def describe_raw(raw: RawClient, txn_id: str) -> list[DescribedTransaction]:
     """DescribeTransactions read with the CLI's reader: an error answer carries the start
     time -1, which kio's decoder refuses."""
@@ -148,8 +164,9 @@ def describe_raw(raw: RawClient, txn_id: str) -> list[DescribedTransaction]:
 
 def test_each_broker_of_a_cluster_answers_for_what_it_leads(cluster3):
     """ListTransactions on a broker lists only the ids of the coordinator partitions it
-    leads; DescribeTransactions elsewhere is NOT_COORDINATOR; DescribeProducers on a
-    follower is NOT_LEADER_OR_FOLLOWER; the CLI asks the right brokers."""
+    leads; DescribeTransactions elsewhere is NOT_COORDINATOR; DescribeProducers is
+    answered by every replica, leader or follower (as Kafka's), and is
+    NOT_LEADER_OR_FOLLOWER on a broker without one; the CLI asks the right brokers."""
     cluster = cluster3
     # The first FindCoordinator of key type 1 on this cluster: it creates
     # __transaction_state, and still the CLI's answer is the id's, not the coordinator's.
@@ -158,7 +175,7 @@ def test_each_broker_of_a_cluster_answers_for_what_it_leads(cluster3):
         "chronik: error: transactional id 'no-such-id': TRANSACTIONAL_ID_NOT_FOUND"
     ]
     topic = topic_name("tools-cluster")
-    create_replicated_topic(cluster, topic, 1)
+    create_replicated_topic(cluster, topic, 1, rf=2)
     txn_id = topic_name("tid-cluster")
     producer = open_transaction(cluster.bootstrap, txn_id, topic)
 
@@ -168,7 +185,7 @@ def test_each_broker_of_a_cluster_answers_for_what_it_leads(cluster3):
         return int(found.node_id) if code(found.error_code) == 0 else 0
 
     owner = wait_until(coordinator, f"the coordinator of {txn_id}")
-    leader = cluster.leaders(topic, owner)[0]
+    replicas = set(cluster.assignment(topic)[0])
     for i in cluster.ids:
         with RawClient(cluster.broker(i).bootstrap) as raw:
             ids = wait_until(lambda raw=raw: listed(raw), f"broker {i}'s listing")[0]
@@ -176,14 +193,11 @@ def test_each_broker_of_a_cluster_answers_for_what_it_leads(cluster3):
             (state,) = describe_raw(raw, txn_id)
             assert state.error_code == (0 if i == owner else NOT_COORDINATOR)
             assert state.start_ms > 0 if i == owner else state.start_ms == -1
-            producers = raw.request(
-                describe_producers.DescribeProducersRequest(
-                    topics=(describe_producers.TopicRequest(name=topic, partition_indexes=(0,)),)
-                )
-            )
-            (part,) = producers.topics[0].partitions
-            if i == leader:
-                assert code(part.error_code) == 0 and len(part.active_producers) == 1
+            part = describe_partition(raw, topic)
+            if i in replicas:
+                (state,) = part.active_producers
+                assert code(part.error_code) == 0
+                assert (state.last_sequence, state.current_txn_start_offset) == (2, 0)
             else:
                 assert code(part.error_code) == NOT_LEADER_OR_FOLLOWER
                 assert part.active_producers == ()
@@ -202,6 +216,33 @@ def test_each_broker_of_a_cluster_answers_for_what_it_leads(cluster3):
         bootstrap=cluster.bootstrap,
     ).lines
     assert out[1].split()[-1] == "0"
+    follower = sorted(replicas - {cluster.leaders(topic, owner)[0]})[0]
+    out = ok(
+        "transactions",
+        "describe-producers",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--broker-id",
+        str(follower),
+        bootstrap=cluster.bootstrap,
+    ).lines
+    assert out[1].split()[-1] == "0"
+    (outsider,) = set(cluster.ids) - replicas
+    refused = chronik(
+        "transactions",
+        "describe-producers",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--broker-id",
+        str(outsider),
+        bootstrap=cluster.bootstrap,
+    )
+    assert refused.returncode == 1
+    assert refused.error_lines == [f"chronik: error: {topic}-0: NOT_LEADER_OR_FOLLOWER"]
     producer.abort_transaction(20)
     row = ok("transactions", "describe", txn_id, bootstrap=cluster.bootstrap).lines[1].split()
     assert row[4] == "CompleteAbort"

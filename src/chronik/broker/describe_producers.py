@@ -1,9 +1,11 @@
 """DescribeProducers (API key 61), version 0.
 
-The active producers of each partition this broker leads, from the partition's producer
-state (what Kafka's kafka-transactions.sh describe-producers shows): id, epoch, last
-sequence (-1 for a producer that only wrote transactional markers), last write time,
-coordinator epoch and the first offset of its open transaction (-1 if none).
+The active producers of each partition this broker holds a replica of, from the
+replica's producer state (what Kafka's kafka-transactions.sh describe-producers shows):
+id, epoch, last sequence (-1 for a producer that only wrote transactional markers), last
+write time, coordinator epoch and the first offset of its open transaction (-1 if none).
+As in Kafka a follower answers too, from what it has replicated; a broker without a
+replica answers NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import data_partition
+from chronik.protocol import errors
 
 API_KEY = 61
 VERSIONS = (0, 0)
@@ -32,6 +35,27 @@ def _producers(ctx: RequestContext, plog: Any) -> tuple[Any, ...]:
     )
 
 
+def _replica(ctx: RequestContext, topic: Any, name: str, index: int) -> tuple[Any, int]:
+    """The local replica's log of the partition, leader or follower, and error 0; or
+    None and Kafka's error (ReplicaManager.getPartitionOrError)."""
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        return data_partition(ctx.broker, topic, name, index)
+    count = cluster.view.partition_count(name)
+    if count is None or not 0 <= index < count:
+        return None, errors.UNKNOWN_TOPIC_OR_PARTITION
+    view = cluster.view.topics.get(name)
+    if (
+        cluster.node_id not in cluster.view.replicas(name, index)
+        or topic is None
+        or view is None
+        or topic.topic_id != view.assignment.topic_id
+        or topic.log(index) is None
+    ):
+        return None, errors.NOT_LEADER_OR_FOLLOWER
+    return topic.log(index), errors.NONE
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     catalog = ctx.broker.catalog
     topics = []
@@ -39,7 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topic = catalog.get(wanted.name)
         parts = []
         for index in wanted.partition_indexes:
-            plog, code = data_partition(ctx.broker, topic, wanted.name, index)
+            plog, code = _replica(ctx, topic, wanted.name, index)
             parts.append(
                 ctx.build(
                     "PartitionResponse",

@@ -81,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     producers = sub.add_parser("describe-producers", help="the producers writing to one partition")
     producers.add_argument("--topic", required=True, metavar="TOPIC")
     producers.add_argument("--partition", type=non_negative_int, required=True, metavar="P")
+    producers.add_argument(
+        "--broker-id",
+        type=non_negative_int,
+        metavar="ID",
+        help="ask this replica (a follower answers from what it has replicated); "
+        "default: the partition's leader",
+    )
     add_bootstrap(producers)
 
 
@@ -90,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return list_transactions(cluster, args)
     if args.action == "describe":
         return describe(cluster, args.transactional_id)
-    return describe_producers(cluster, args.topic, args.partition)
+    return describe_producers(cluster, args.topic, args.partition, args.broker_id)
 
 
 def _brokers(cluster: Cluster) -> dict[int, tuple[str, int]]:
@@ -314,13 +321,17 @@ class _Reader:
             self.pos += self.varint()
 
 
-def describe_producers(cluster: Cluster, topic: str, partition: int) -> int:
+def describe_producers(
+    cluster: Cluster, topic: str, partition: int, broker_id: int | None = None
+) -> int:
     meta = cluster.topic(topic)
     if partition not in meta.partitions:
         raise CliError(f"topic '{topic}' has no partition {partition}")
-    leader = meta.partitions[partition].leader
+    leader = meta.partitions[partition].leader if broker_id is None else broker_id
     brokers = _brokers(cluster)
     if leader not in brokers:
+        if broker_id is not None:
+            raise CliError(f"no live broker {broker_id}")
         raise CliError(f"{topic}-{partition} has no leader now")
     topic_request = request_module(*DESCRIBE_PRODUCERS).TopicRequest
     response = _ask(
