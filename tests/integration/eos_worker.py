@@ -12,6 +12,7 @@ so the test can kill it inside a transaction at either point.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -20,8 +21,10 @@ from confluent_kafka.admin import AdminClient
 
 
 def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str) -> None:
+    # EOS_WORKER_DEBUG=eos,protocol (librdkafka's debug contexts) logs to stderr.
+    debug = {"debug": os.environ["EOS_WORKER_DEBUG"]} if os.environ.get("EOS_WORKER_DEBUG") else {}
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5}
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **debug}
     )
     # Fences any earlier worker of this id and aborts its open transaction.
     producer.init_transactions(60)
