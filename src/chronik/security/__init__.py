@@ -1,0 +1,1 @@
+"""Security: listeners and TLS contexts, SASL mechanisms and SCRAM credentials."""

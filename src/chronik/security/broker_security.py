@@ -1,0 +1,163 @@
+"""A broker's security settings in one place: its listeners, their TLS contexts, the SASL
+mechanisms and credentials, and what a failed authentication costs its client."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+
+from chronik.security.credentials import CredentialStore
+from chronik.security.listeners import ListenerError, ListenerSpec, parse_listeners
+from chronik.security.sasl import SUPPORTED, SaslSession
+from chronik.security.tls import TlsSettings, server_context
+
+log = logging.getLogger("chronik.security")
+
+# Kafka's names and defaults.
+DEFAULTS = {
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+    "connection.failed.authentication.delay.ms": "100",
+    "sasl.server.max.receive.size": "524288",
+}
+# Read here; other ssl.* and sasl.* keys are reported as having no effect.
+KEYS = (
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    *DEFAULTS,
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
+)
+# Repeated failures from one address wait longer each time, up to this, and are
+# forgotten after FAILURE_MEMORY_SECONDS without one; at most FAILURE_HOSTS addresses
+# are remembered.
+MAX_FAILURE_DELAY_SECONDS = 5.0
+FAILURE_MEMORY_SECONDS = 60.0
+FAILURE_HOSTS = 10_000
+
+
+class BrokerSecurity:
+    def __init__(
+        self,
+        values: Mapping[str, str],
+        data_dir: Path,
+        host: str,
+        port: int,
+        advertised_host: str | None = None,
+        clustered: bool = False,
+    ) -> None:
+        settings = {**DEFAULTS, **values}
+        listeners = settings.get("listeners", "").strip()
+        if listeners:
+            self.listeners = parse_listeners(
+                listeners,
+                settings.get("advertised.listeners"),
+                settings.get("listener.security.protocol.map"),
+                skip=settings.get("controller.listener.names", ""),
+            )
+        else:
+            self.listeners = [ListenerSpec("PLAINTEXT", "PLAINTEXT", host, port, advertised_host)]
+        names = [s.name for s in self.listeners]
+        inter = settings.get("inter.broker.listener.name", "").strip().upper()
+        if not inter:
+            inter = "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+        if inter not in names:
+            raise ListenerError(f"inter.broker.listener.name {inter} is not in listeners")
+        self.inter_broker = next(s for s in self.listeners if s.name == inter)
+        if clustered and self.inter_broker.protocol != "PLAINTEXT":
+            raise ListenerError(
+                f"inter.broker.listener.name {inter} is {self.inter_broker.protocol}: "
+                "brokers talk to each other over PLAINTEXT only"
+            )
+        mechanisms = tuple(
+            m.strip().upper() for m in settings["sasl.enabled.mechanisms"].split(",") if m.strip()
+        )
+        unknown = [m for m in mechanisms if m not in SUPPORTED]
+        if unknown:
+            raise ListenerError(
+                f"sasl.enabled.mechanisms: {', '.join(unknown)} not served "
+                f"(served: {', '.join(SUPPORTED)})"
+            )
+        if not mechanisms and any(s.sasl for s in self.listeners):
+            raise ListenerError("sasl.enabled.mechanisms is empty but a listener is SASL")
+        self.mechanisms = mechanisms
+        self.failed_delay = int(settings["connection.failed.authentication.delay.ms"]) / 1000
+        self.sasl_max_receive_size = int(settings["sasl.server.max.receive.size"])
+        self.data_dir = Path(data_dir)
+        self._store: CredentialStore | None = None
+        self.tls_settings = TlsSettings.from_config(settings)
+        self.tls: ssl.SSLContext | None = None
+        if any(s.tls for s in self.listeners):
+            self.tls = server_context(self.tls_settings)
+        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
+
+    @property
+    def store(self) -> CredentialStore:
+        if self._store is None:
+            self._store = CredentialStore(self.data_dir)
+        return self._store
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """Where clients of ``listener`` are told to connect to this broker."""
+        for spec in self.listeners:
+            if spec.name == listener:
+                return spec.advertised()
+        return self.inter_broker.advertised()
+
+    def endpoints(self) -> list[tuple[str, str, int]]:
+        return [(s.name, *s.advertised()) for s in self.listeners]
+
+    def sasl_session(self) -> SaslSession:
+        return SaslSession(self.mechanisms, self.store)
+
+    def reload_tls(self) -> bool:
+        """Build the TLS context anew from the settings' files; whether it was (a store
+        that no longer loads leaves the old context in use)."""
+        if self.tls is None:
+            return False
+        try:
+            self.tls = server_context(self.tls_settings)
+        except (ValueError, OSError) as exc:
+            log.error("TLS key or trust store not reloaded, the old ones stay: %s", exc)
+            return False
+        log.info("TLS key and trust stores reloaded")
+        return True
+
+    async def authentication_failed(self, host: str, session: SaslSession, reason: str) -> None:
+        """One log line (the address and reason, never a secret), then a wait that
+        grows with the address's recent failures, as Kafka's
+        connection.failed.authentication.delay.ms, before the client hears of it."""
+        now = time.monotonic()
+        count, last = self._failures.pop(host, (0, now))
+        if now - last > FAILURE_MEMORY_SECONDS:
+            count = 0
+        count += 1
+        self._failures[host] = (count, now)
+        while len(self._failures) > FAILURE_HOSTS:
+            self._failures.popitem(last=False)
+        log.warning(
+            "failed authentication from %s with %s (%d in a row): %s",
+            host,
+            session.mechanism,
+            count,
+            reason,
+        )
+        delay = min(self.failed_delay * 2 ** min(count - 1, 16), MAX_FAILURE_DELAY_SECONDS)
+        if delay > 0:
+            await asyncio.sleep(delay)

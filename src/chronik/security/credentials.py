@@ -1,0 +1,114 @@
+"""SCRAM credentials of a single broker, in its data dir.
+
+File `<data-dir>/security/users.json`, replaced whole (written beside, fsynced, renamed,
+directory fsynced) on every change:
+
+    {"version": 1,
+     "users": {"alice": {"SCRAM-SHA-512":
+                             "salt=...,stored_key=...,server_key=...,iterations=4096"}}}
+
+Each user's entry is the `config` of Kafka's ZooKeeper znode `/config/users/<name>`, the
+same strings, so credentials move between the two unchanged. No password is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+from chronik.security.scram import MECHANISMS, ScramCredential
+from chronik.storage.diskio import fsync_dir, write_all
+
+FILE = Path("security") / "users.json"
+
+
+class CredentialError(ValueError):
+    pass
+
+
+class CredentialStore:
+    """User -> mechanism -> credential, read once and kept in memory; every change is
+    written through before it is visible."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / FILE
+        self._lock = threading.Lock()
+        self._users: dict[str, dict[str, ScramCredential]] = self._read()
+
+    def _read(self) -> dict[str, dict[str, ScramCredential]]:
+        try:
+            raw = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise CredentialError(f"cannot read {self.path}: {exc}") from None
+        users: dict[str, dict[str, ScramCredential]] = {}
+        try:
+            for name, config in raw["users"].items():
+                users[name] = {
+                    mechanism: ScramCredential.from_kafka(text)
+                    for mechanism, text in config.items()
+                    if mechanism in MECHANISMS
+                }
+        except (KeyError, AttributeError, TypeError, ValueError) as exc:
+            raise CredentialError(f"{self.path} is not a credentials file: {exc}") from None
+        return users
+
+    def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._users.get(user, {}).get(mechanism)
+
+    def mechanisms(self, user: str) -> dict[str, ScramCredential]:
+        return dict(self._users.get(user, {}))
+
+    def users(self) -> dict[str, dict[str, ScramCredential]]:
+        return {name: dict(creds) for name, creds in self._users.items()}
+
+    def upsert(self, user: str, mechanism: str, credential: ScramCredential) -> None:
+        if mechanism not in MECHANISMS:
+            raise CredentialError(f"unknown SCRAM mechanism {mechanism}")
+        if not user:
+            raise CredentialError("a user name cannot be empty")
+        with self._lock:
+            users = self.users()
+            users.setdefault(user, {})[mechanism] = credential
+            self._write(users)
+            self._users = users
+
+    def delete(self, user: str, mechanism: str | None = None) -> bool:
+        """Remove one mechanism's credential (or all of the user's); whether any was there."""
+        with self._lock:
+            users = self.users()
+            creds = users.get(user)
+            if not creds or (mechanism is not None and mechanism not in creds):
+                return False
+            if mechanism is None:
+                del users[user]
+            else:
+                del creds[mechanism]
+                if not creds:
+                    del users[user]
+            self._write(users)
+            self._users = users
+            return True
+
+    def _write(self, users: dict[str, dict[str, ScramCredential]]) -> None:
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        body = {
+            "version": 1,
+            "users": {
+                name: {m: c.to_kafka() for m, c in sorted(creds.items())}
+                for name, creds in sorted(users.items())
+            },
+        }
+        temporary = self.path.with_suffix(".json.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            write_all(fd, json.dumps(body, indent=1).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.path)
+        fsync_dir(directory)
