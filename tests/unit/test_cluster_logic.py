@@ -93,8 +93,19 @@ def test_znode_values_are_kafkas():
     broker = json.loads(znodes.broker_value(BrokerInfo(2, "h", 9093, "r1")))
     assert broker["endpoints"] == ["PLAINTEXT://h:9093"]
     assert (broker["host"], broker["port"], broker["rack"]) == ("h", 9093, "r1")
-    assert znodes.parse_broker(2, znodes.broker_value(BrokerInfo(2, "h", 9093))) == \
-        BrokerInfo(2, "h", 9093)
+    parsed = znodes.parse_broker(2, znodes.broker_value(BrokerInfo(2, "h", 9093)))
+    assert (parsed.node_id, parsed.host, parsed.port, parsed.rack) == (2, "h", 9093, None)
+    # Every listener is registered, as Kafka registers them; clients of each listener
+    # are told its endpoint, other brokers the inter-broker one.
+    endpoints = (("PLAINTEXT", "PLAINTEXT", "h", 9092), ("EXTERNAL", "SASL_SSL", "e.example", 9094))
+    broker = json.loads(znodes.broker_value(BrokerInfo(2, "h", 9092, None, endpoints)))
+    assert broker["endpoints"] == ["PLAINTEXT://h:9092", "EXTERNAL://e.example:9094"]
+    assert broker["listener_security_protocol_map"] == {
+        "PLAINTEXT": "PLAINTEXT", "EXTERNAL": "SASL_SSL"}
+    parsed = znodes.parse_broker(2, znodes.broker_value(BrokerInfo(2, "h", 9092, None, endpoints)))
+    assert parsed.endpoints == endpoints
+    assert parsed.endpoint("EXTERNAL") == ("e.example", 9094)
+    assert parsed.endpoint("PLAINTEXT") == parsed.endpoint("UNKNOWN") == ("h", 9092)
     assert znodes.parse_controller(znodes.controller_value(7)) == 7
     assert znodes.parse_controller(b"junk") == -1
 

@@ -48,6 +48,10 @@ MODULES = (
     "describe_producers",
     "describe_transactions",
     "list_transactions",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 

@@ -248,7 +248,11 @@ class BrokerConfig:
         return bool(self.zookeeper_connect)
 
     def ignored_keys(self) -> list[str]:
-        ignored = (k for k in self.overrides if k.startswith(IGNORED_PREFIXES))
+        from chronik.security.broker_security import KEYS as SECURITY_KEYS
+
+        ignored = (
+            k for k in self.overrides if k.startswith(IGNORED_PREFIXES) and k not in SECURITY_KEYS
+        )
         if self.clustered:
             ignored = (k for k in ignored if k not in CLUSTER_KEYS)
         return sorted(ignored)

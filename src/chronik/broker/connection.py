@@ -19,13 +19,19 @@ from chronik.protocol.framing import (
     parse_header_prefix,
     response_header,
 )
+from chronik.security.sasl import AuthenticationFailed, SaslSession, State
 
 if TYPE_CHECKING:
     from chronik.broker.server import Broker
+    from chronik.security.listeners import ListenerSpec
 
 log = logging.getLogger("chronik.connection")
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+# What a connection on a SASL listener may ask before it has authenticated.
+BEFORE_AUTHENTICATION = (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY)
 # Flow control per connection. At most MAX_WORKING requests still being worked
 # on (a produce stops counting once appended, while it waits for its fsync), so a
 # busy connection keeps a short backlog in front of everyone else's requests; and
@@ -62,9 +68,17 @@ class Pending:
 
 class Connection:
     def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        broker: Broker,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        listener: ListenerSpec | None = None,
     ) -> None:
         self.broker = broker
+        self.listener = listener.name if listener is not None else "PLAINTEXT"
+        self.sasl: SaslSession | None = (
+            broker.security.sasl_session() if listener is not None and listener.sasl else None
+        )
         self.pool = broker.memory_pool
         self.reader = reader
         self.writer = writer
@@ -173,6 +187,17 @@ class Connection:
         previous: Pending | None = None
         while not self.closing:
             await self.writable.wait()
+            sasl = self.sasl
+            if sasl is not None and not sasl.complete:
+                # One request at a time until authenticated: each answer decides what
+                # may come next (and, after a v0 handshake, that it is a bare token).
+                if previous is not None:
+                    await previous.written
+                    if sasl.state is State.FAILED:
+                        return
+                if sasl.raw and sasl.state is State.AUTHENTICATE:
+                    await self._raw_sasl_token(sasl)
+                    continue
             head = await self.reader.readexactly(4)
             self.active_at = time.monotonic()
             (size,) = SIZE.unpack(head)
@@ -212,6 +237,25 @@ class Connection:
                     break
                 await asyncio.wait(working, return_when=asyncio.FIRST_COMPLETED)
 
+    async def _raw_sasl_token(self, sasl: SaslSession) -> None:
+        """A token after a v0 SaslHandshake: a bare size and bytes each way."""
+        (size,) = SIZE.unpack(await self.reader.readexactly(4))
+        limit = self.broker.security.sasl_max_receive_size
+        if not 0 <= size <= limit:
+            raise MalformedRequest(
+                f"SASL token of {size} bytes is larger than sasl.server.max.receive.size ({limit})"
+            )
+        token = await self.reader.readexactly(size)
+        self.active_at = time.monotonic()
+        try:
+            answer = await sasl.authenticate(token)
+        except AuthenticationFailed as exc:
+            await self.broker.security.authentication_failed(self.client_host, sasl, str(exc))
+            self.closing = True
+            return
+        self.writer.write(SIZE.pack(len(answer)) + answer)
+        await self.writer.drain()
+
     async def _read_body(self, size: int) -> bytes:
         # In pieces, so that a body still arriving counts as activity and one that
         # stopped arriving does not (connections.max.idle.ms).
@@ -232,6 +276,18 @@ class Connection:
         pending = Pending(api_key)
         if handler is None:
             log.warning("closing connection from %s: unknown API key %d", self.peer, api_key)
+            return None
+        if (
+            self.sasl is not None
+            and not self.sasl.complete
+            and api_key not in BEFORE_AUTHENTICATION
+        ):
+            log.warning(
+                "closing connection from %s: API %d before SASL authentication on listener %s",
+                self.peer,
+                api_key,
+                self.listener,
+            )
             return None
         low, high = handler.VERSIONS
         if not low <= api_version <= high:
@@ -273,6 +329,8 @@ class Connection:
             correlation_id=correlation_id,
             client_id=header.client_id,
             client_host=self.client_host,
+            sasl=self.sasl,
+            listener=self.listener,
         )
         response_flexible = flexible and api_key != API_VERSIONS_KEY
         pending.task = asyncio.create_task(

@@ -19,6 +19,10 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    # The connection's SASL state (a SaslSession) on a SASL listener, else None.
+    sasl: Any = None
+    # The listener the request came in on, by name (Kafka's listener name).
+    listener: str = "PLAINTEXT"
 
     @property
     def response_module(self) -> Any:

@@ -28,17 +28,14 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def _answer(code: int, message: str | None, node: Any = None) -> dict[str, Any]:
-    return dict(
-        node_id=node.node_id if node is not None else -1,
-        host=node.host if node is not None else "",
-        port=node.port if node is not None else -1,
-        error_code=code,
-        error_message=message,
-    )
+def _answer(
+    code: int, message: str | None, node_id: int = -1, endpoint: tuple[str, int] = ("", -1)
+) -> dict[str, Any]:
+    host, port = endpoint
+    return dict(node_id=node_id, host=host, port=port, error_code=code, error_message=message)
 
 
-async def _locate(broker: Any, key: str, key_type: int) -> dict[str, Any]:
+async def _locate(broker: Any, key: str, key_type: int, listener: str) -> dict[str, Any]:
     """In a cluster: the leader of the key's partition of its internal topic."""
     cluster = broker.cluster
     if key_type == TRANSACTION_KEY_TYPE:
@@ -58,7 +55,7 @@ async def _locate(broker: Any, key: str, key_type: int) -> dict[str, Any]:
     node = cluster.broker_info(leader) if leader >= 0 else None
     if node is None:
         return _answer(errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    return _answer(errors.NONE, None, node)
+    return _answer(errors.NONE, None, node.node_id, node.endpoint(listener))
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -70,9 +67,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             answers.append(_answer(errors.INVALID_REQUEST, f"unknown key type {key_type}"))
         elif broker.cluster is not None:
-            answers.append(await _locate(broker, key, key_type))
+            answers.append(await _locate(broker, key, key_type, ctx.listener))
         else:
-            answers.append(_answer(errors.NONE, None, broker))
+            answers.append(
+                _answer(errors.NONE, None, broker.node_id, broker.security.endpoint(ctx.listener))
+            )
     if ctx.api_version >= 4:
         coordinators = tuple(
             ctx.build("Coordinator", key=key, **answer)

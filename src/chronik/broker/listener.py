@@ -15,9 +15,12 @@ import contextlib
 import errno
 import logging
 import socket
+import ssl
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("chronik.broker")
 
@@ -30,7 +33,20 @@ STREAM_LIMIT = 2**20
 # The client gave up between the kernel's accept queue and us.
 _GONE = (errno.ECONNABORTED, errno.EPROTO, errno.ECONNRESET, errno.EPERM)
 
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+# A TLS handshake that has not finished in this time closes the connection.
+TLS_HANDSHAKE_SECONDS = 10.0
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Any], Awaitable[None]]
+
+
+@dataclass
+class Bound:
+    """A listening socket, what its connections are handed to the handler with, and the
+    TLS context its connections are wrapped in (None: plaintext)."""
+
+    sock: socket.socket
+    tag: Any = None
+    tls: ssl.SSLContext | None = None
 
 
 async def bind(host: str, port: int) -> list[socket.socket]:
@@ -81,7 +97,7 @@ class _RateLimitedLog:
 class Listener:
     def __init__(
         self,
-        sockets: list[socket.socket],
+        sockets: list[Bound],
         handler: Handler,
         max_connections: int,
         max_per_ip: int,
@@ -103,11 +119,12 @@ class Listener:
         self._rejected_log = _RateLimitedLog(
             "closed a new connection from %s: it has max.connections.per.ip (%d) open"
         )
+        self._tls_failed_log = _RateLimitedLog("TLS handshake with %s failed: %s")
         self._failed_accepts = 0
         self._recovered_logged = -LOG_INTERVAL
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._accept_loop(s)) for s in self.sockets]
+        self._tasks = [asyncio.create_task(self._accept_loop(b)) for b in self.sockets]
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -115,11 +132,12 @@ class Listener:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for sock in self.sockets:
-            sock.close()
+        for bound in self.sockets:
+            bound.sock.close()
 
-    async def _accept_loop(self, sock: socket.socket) -> None:
+    async def _accept_loop(self, bound: Bound) -> None:
         loop = asyncio.get_running_loop()
+        sock = bound.sock
         backoff = FIRST_BACKOFF
         while True:
             while self.open >= self.max_connections:
@@ -155,9 +173,9 @@ class Listener:
                     )
                     self._recovered_logged = now
                     self._failed_accepts = 0
-            self._admit(conn, address)
+            self._admit(conn, address, bound)
 
-    def _admit(self, conn: socket.socket, address: tuple[object, ...]) -> None:
+    def _admit(self, conn: socket.socket, address: tuple[object, ...], bound: Bound) -> None:
         host = str(address[0]) if address else ""
         limit = self.per_ip_overrides.get(host, self.max_per_ip)
         if self.per_ip[host] >= limit:
@@ -169,22 +187,32 @@ class Listener:
             return
         self.open += 1
         self.per_ip[host] += 1
-        task = asyncio.create_task(self._serve(conn, host))
+        task = asyncio.create_task(self._serve(conn, host, bound))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
 
-    async def _serve(self, conn: socket.socket, host: str) -> None:
+    async def _serve(self, conn: socket.socket, host: str, bound: Bound) -> None:
         loop = asyncio.get_running_loop()
         try:
             reader = asyncio.StreamReader(limit=STREAM_LIMIT)
             protocol = asyncio.StreamReaderProtocol(reader)
             try:
-                transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=conn)
-            except OSError:
+                if bound.tls is None:
+                    transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=conn)
+                else:
+                    transport, _ = await loop.connect_accepted_socket(
+                        lambda: protocol,
+                        sock=conn,
+                        ssl=bound.tls,
+                        ssl_handshake_timeout=TLS_HANDSHAKE_SECONDS,
+                    )
+            except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+                if bound.tls is not None:
+                    self._tls_failed_log(host, str(exc) or type(exc).__name__)
                 conn.close()
                 return
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-            await self.handler(reader, writer)
+            await self.handler(reader, writer, bound.tag)
         finally:
             self.open -= 1
             self.per_ip[host] -= 1

@@ -168,7 +168,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 entries.append(_missing(ctx, name, code))
             else:
                 entries.append(_topic_entry(ctx, topic))
-    members, controller = cluster_members(broker)
+    members, controller = cluster_members(broker, ctx.listener)
     brokers = tuple(
         ctx.build("MetadataResponseBroker", node_id=node, host=host, port=port, rack=rack)
         for node, host, port, rack in members

@@ -25,10 +25,12 @@ from chronik.broker import apis
 from chronik.broker.config import BrokerConfig
 from chronik.broker.connection import Connection
 from chronik.broker.descriptors import default_max_connections, raise_nofile_limit
-from chronik.broker.listener import Listener, bind
+from chronik.broker.listener import Bound, Listener, bind
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
 from chronik.coordinator.producer_ids import ProducerIdAllocator
+from chronik.security.broker_security import BrokerSecurity
+from chronik.security.listeners import ListenerSpec
 from chronik.storage.catalog import Catalog
 from chronik.storage.compaction import CompactionJob
 from chronik.storage.file_cache import FILES
@@ -38,6 +40,8 @@ log = logging.getLogger("chronik.broker")
 FLUSH_CHECK_SECONDS = 1.0
 # How long a graceful stop waits for a connection to take its last responses.
 STOP_DRAIN_SECONDS = 10.0
+# How often the TLS key and trust store files are checked for a change.
+TLS_WATCH_SECONDS = 10.0
 
 
 class BrokerStartError(RuntimeError):
@@ -82,10 +86,17 @@ class Broker:
         metrics_listen: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
-        self.bind_host = host
-        self.host = advertised_host or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
-        self.port = port
         self.config = BrokerConfig(config)
+        self.security = BrokerSecurity(
+            self.config.values,
+            self.data_dir,
+            host,
+            port,
+            advertised_host,
+            clustered=self.config.clustered,
+        )
+        # This broker as other brokers reach it: its inter-broker listener.
+        self.host, self.port = self.security.inter_broker.advertised()
         self.node_id = self.config.node_id
         self.cluster_id = ""
         self.catalog: Catalog
@@ -101,6 +112,7 @@ class Broker:
         self.metrics_port: int | None = None
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
         self._listener: Listener | None = None
+        self._bound: list[Bound] = []
         self._connections: set[Connection] = set()
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -146,10 +158,21 @@ class Broker:
         if max_connections is None:
             max_connections = default_max_connections(nofile)
             self.config.values["max.connections"] = str(max_connections)
-        sockets = await bind(self.bind_host, self.port)
-        self.port = sockets[0].getsockname()[1]
+        bound: list[Bound] = []
+        try:
+            for spec in self.security.listeners:
+                sockets = await bind(spec.host, spec.port)
+                spec.port = sockets[0].getsockname()[1]
+                tls = self.security.tls if spec.tls else None
+                bound.extend(Bound(sock, spec, tls) for sock in sockets)
+        except OSError:
+            for b in bound:
+                b.sock.close()
+            raise
+        self.host, self.port = self.security.inter_broker.advertised()
+        self._bound = bound
         self._listener = Listener(
-            sockets,
+            bound,
             self._on_connection,
             max_connections,
             self.config.max_connections_per_ip,
@@ -161,6 +184,8 @@ class Broker:
             await self.cluster.start()
         self._listener.start()
         self._tasks.append(asyncio.create_task(self._retention_loop()))
+        if self.security.tls is not None:
+            self._tasks.append(asyncio.create_task(self._tls_watch_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
         if self.cluster is not None:
             self._tasks.append(asyncio.create_task(self._hw_checkpoint_loop()))
@@ -170,10 +195,9 @@ class Broker:
             host, _, port = self.metrics_listen.rpartition(":")
             self.metrics_port = await self.metrics.serve(host or "127.0.0.1", int(port))
         log.info(
-            "chronik broker %s listening on %s:%d, data in %s",
+            "chronik broker %s listening on %s, data in %s",
             self.node_id,
-            self.bind_host,
-            self.port,
+            ", ".join(f"{s.name}://{s.host}:{s.port}" for s in self.security.listeners),
             self.data_dir,
         )
         self.started.set()
@@ -232,10 +256,18 @@ class Broker:
             )
         _write_meta_properties(self.data_dir, self.cluster_id, self.node_id)
 
+    def reload_tls(self) -> None:
+        """New TLS connections use key and trust stores read anew (SIGHUP, or a change of
+        their files); open connections keep theirs."""
+        if self.security.reload_tls():
+            for b in self._bound:
+                if b.tls is not None:
+                    b.tls = self.security.tls
+
     async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, spec: ListenerSpec
     ) -> None:
-        conn = Connection(self, reader, writer)
+        conn = Connection(self, reader, writer, spec)
         self._connections.add(conn)
         try:
             await conn.serve()
@@ -254,6 +286,12 @@ class Broker:
                     log.debug("closing connection from %s: idle for over %.0f ms",
                               conn.peer, idle * 1000)
                     conn.close_idle()
+
+    async def _tls_watch_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TLS_WATCH_SECONDS)
+            if self.security.tls_settings.changed():
+                self.reload_tls()
 
     async def _retention_loop(self) -> None:
         """Delete what retention lets go, and compact compact-policy logs."""
@@ -379,6 +417,8 @@ async def serve_until_signalled(broker: Broker) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # SIGHUP: read the TLS key and trust stores again, as their files changed.
+    loop.add_signal_handler(signal.SIGHUP, broker.reload_tls)
     await broker.start()
     await stop.wait()
     log.info("signal received, shutting down")

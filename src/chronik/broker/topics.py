@@ -114,10 +114,15 @@ async def cluster_get_or_create(
     return cluster.view.topics.get(name)
 
 
-def cluster_members(broker: Broker) -> tuple[list[tuple[int, str, int, str | None]], int]:
+def cluster_members(
+    broker: Broker, listener: str = "PLAINTEXT"
+) -> tuple[list[tuple[int, str, int, str | None]], int]:
     """The brokers a client is told about, as (node id, host, port, rack), and the
-    controller's id: in a cluster every live broker, on a single node just this one."""
+    controller's id: in a cluster every live broker, on a single node just this one;
+    each at its endpoint for the listener the client came in on."""
     if broker.cluster is not None:
-        members = [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.live_brokers()]
+        members = [
+            (b.node_id, *b.endpoint(listener), b.rack) for b in broker.cluster.live_brokers()
+        ]
         return members, broker.cluster.controller_id()
-    return [(broker.node_id, broker.host, broker.port, None)], broker.node_id
+    return [(broker.node_id, *broker.security.endpoint(listener), None)], broker.node_id

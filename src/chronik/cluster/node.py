@@ -200,7 +200,7 @@ class ClusterNode:
     async def _register(self) -> None:
         client = self.session.client
         assert client is not None
-        info = BrokerInfo(self.node_id, self.broker.host, self.broker.port, self.rack)
+        info = self._info()
         path = znodes.broker_path(self.node_id)
         warned = False
         while not self._stopping:
@@ -440,10 +440,16 @@ class ClusterNode:
     def live_brokers(self) -> list[BrokerInfo]:
         brokers = dict(self.view.brokers)
         # Our own registration may not be back from ZooKeeper yet.
-        brokers.setdefault(
-            self.node_id, BrokerInfo(self.node_id, self.broker.host, self.broker.port, self.rack)
-        )
+        brokers.setdefault(self.node_id, self._info())
         return [brokers[b] for b in sorted(brokers)]
+
+    def _info(self) -> BrokerInfo:
+        """This broker's registration: its inter-broker endpoint and every listener's."""
+        endpoints = tuple(
+            (spec.name, spec.protocol, *spec.advertised())
+            for spec in self.broker.security.listeners
+        )
+        return BrokerInfo(self.node_id, self.broker.host, self.broker.port, self.rack, endpoints)
 
     def broker_info(self, node_id: int) -> BrokerInfo | None:
         for info in self.live_brokers():

@@ -112,14 +112,26 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    # (listener name, security protocol, host, port) of every listener; host and port
+    # above are the inter-broker listener's.
+    endpoints: tuple[tuple[str, str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """Where a client of ``listener`` reaches this broker (Kafka answers each
+        client with the endpoints of the listener it came in on)."""
+        for name, _, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 def broker_value(info: BrokerInfo) -> bytes:
+    endpoints = info.endpoints or (("PLAINTEXT", "PLAINTEXT", info.host, info.port),)
     return _dump(
         {
             "features": {},
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
+            "listener_security_protocol_map": {name: proto for name, proto, _, _ in endpoints},
+            "endpoints": [f"{name}://{host}:{port}" for name, _, host, port in endpoints],
             "jmx_port": -1,
             "port": info.port,
             "host": info.host,
@@ -133,14 +145,16 @@ def broker_value(info: BrokerInfo) -> bytes:
 def parse_broker(node_id: int, data: bytes) -> BrokerInfo:
     value = json.loads(data)
     host, port = value.get("host"), value.get("port", -1)
+    protocols = value.get("listener_security_protocol_map") or {}
+    endpoints: list[tuple[str, str, str, int]] = []
     for endpoint in value.get("endpoints", ()):
-        # PLAINTEXT://host:port, the first endpoint when host is not set (Kafka >= 0.10)
-        if host is None or port == -1:
-            _, _, address = endpoint.partition("://")
-            host, _, text = address.rpartition(":")
-            port = int(text)
-            break
-    return BrokerInfo(node_id, str(host), int(port), value.get("rack"))
+        # NAME://host:port; the first endpoint when host is not set (Kafka >= 0.10)
+        name, _, address = endpoint.partition("://")
+        ep_host, _, text = address.rpartition(":")
+        endpoints.append((name, protocols.get(name, name), ep_host.strip("[]"), int(text)))
+    if (host is None or port == -1) and endpoints:
+        host, port = endpoints[0][2], endpoints[0][3]
+    return BrokerInfo(node_id, str(host), int(port), value.get("rack"), tuple(endpoints))
 
 
 def controller_value(node_id: int) -> bytes:

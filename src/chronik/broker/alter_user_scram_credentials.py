@@ -1,0 +1,77 @@
+"""AlterUserScramCredentials (API key 51), version 0.
+
+Upsertions carry a salt, an iteration count and the salted password (the client salts
+it; the broker keeps only the stored and server keys); deletions a user and mechanism.
+As Kafka: a user named twice for one mechanism is DUPLICATE_RESOURCE and none of its
+changes is made, an unknown mechanism UNSUPPORTED_SASL_MECHANISM, iterations outside
+4096-16384 UNACCEPTABLE_CREDENTIAL, deleting what is not there RESOURCE_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+from chronik.security.scram import (
+    MAX_ITERATIONS,
+    MECHANISM_NAMES,
+    MIN_ITERATIONS,
+    from_salted_password,
+)
+
+API_KEY = 51
+VERSIONS = (0, 0)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    store = ctx.broker.security.store
+    changes = [(d.name, d.mechanism, None) for d in request.deletions] + [
+        (u.name, u.mechanism, u) for u in request.upsertions
+    ]
+    twice = Counter((name, mechanism) for name, mechanism, _ in changes)
+    failed: dict[str, tuple[int, str]] = {}
+    for name, mechanism, upsert in changes:
+        if name in failed:
+            continue
+        if not name:
+            failed[name] = (errors.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+        elif twice[(name, mechanism)] > 1:
+            failed[name] = (
+                errors.DUPLICATE_RESOURCE,
+                "A user credential cannot be altered twice in the same request",
+            )
+        elif mechanism not in MECHANISM_NAMES:
+            failed[name] = (errors.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+        elif upsert is not None and not MIN_ITERATIONS <= upsert.iterations <= MAX_ITERATIONS:
+            failed[name] = (
+                errors.UNACCEPTABLE_CREDENTIAL,
+                f"Iterations must be {MIN_ITERATIONS}-{MAX_ITERATIONS}",
+            )
+        elif upsert is None and store.lookup(name, MECHANISM_NAMES[mechanism]) is None:
+            failed[name] = (
+                errors.RESOURCE_NOT_FOUND,
+                "Attempt to delete a user credential that does not exist",
+            )
+    for name, mechanism, upsert in changes:
+        if name in failed:
+            continue
+        mech = MECHANISM_NAMES[mechanism]
+        if upsert is None:
+            store.delete(name, mech)
+        else:
+            credential = from_salted_password(
+                mech, bytes(upsert.salted_password), bytes(upsert.salt), upsert.iterations
+            )
+            store.upsert(name, mech, credential)
+    results = tuple(
+        ctx.build(
+            "AlterUserScramCredentialsResult",
+            user=name,
+            error_code=failed.get(name, (errors.NONE, None))[0],
+            error_message=failed.get(name, (errors.NONE, None))[1],
+        )
+        for name in dict.fromkeys(n for n, _, _ in changes)
+    )
+    return ctx.build("AlterUserScramCredentialsResponse", throttle_time=0, results=results)
