@@ -25,6 +25,12 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         help=f"broker to connect to (default {DEFAULT_BOOTSTRAP})",
     )
     parser.add_argument(
+        "--command-config",
+        default=None,
+        metavar="FILE",
+        help="client properties (security.protocol, sasl.*, ssl.*), as Kafka's tools take them",
+    )
+    parser.add_argument(
         "--connect-timeout",
         type=positive_float,
         default=5.0,

@@ -37,13 +37,22 @@ def show_client_logs() -> None:
 class Cluster:
     """One broker address plus the clients and lookups commands share."""
 
-    def __init__(self, bootstrap: str, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        connect_timeout: float = 5.0,
+        security: dict[str, Any] | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.connect_timeout = connect_timeout
+        self.security = security or {}
 
     @classmethod
     def from_args(cls, args: Any) -> Cluster:
-        return cls(args.bootstrap_server, args.connect_timeout)
+        from chronik.cli import command_config
+
+        security = command_config.load(getattr(args, "command_config", None))
+        return cls(args.bootstrap_server, args.connect_timeout, security)
 
     def config(self, **extra: Any) -> dict[str, Any]:
         timeout_ms = int(self.connect_timeout * 1000)
@@ -53,6 +62,7 @@ class Cluster:
             "socket.connection.setup.timeout.ms": max(timeout_ms, 1000),
             "logger": LIBRDKAFKA_LOG,
         }
+        conf.update(self.security)
         conf.update(extra)
         return conf
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "offsets": ("chronik.cli.offsets", "earliest and latest offset of each partition"),
     "bench": ("chronik.cli.bench", "producer and consumer throughput and latency"),
     "cluster": ("chronik.cli.cluster", "brokers, the controller and partition leaders"),
+    "users": ("chronik.cli.users", "add, delete and list SCRAM users"),
     "transactions": (
         "chronik.cli.transactions",
         "list and describe transactions and the producers of a partition",

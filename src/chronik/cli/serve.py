@@ -10,7 +10,12 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default="./chronik-data", help="where the log lives")
-    parser.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on")
+    parser.add_argument(
+        "--listen",
+        default=None,
+        help="HOST:PORT of one PLAINTEXT listener (default 127.0.0.1:9092); "
+        "the listeners setting names several, each with its security protocol",
+    )
     parser.add_argument(
         "--advertised-host",
         default=None,
@@ -57,8 +62,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"chronik: error: --set wants key=value, got {item!r}", file=sys.stderr)
             return 2
         settings[key.strip()] = value.strip()
+    if args.listen is not None and settings.get("listeners", "").strip():
+        # The command line wins over a config file's listeners (a Kafka server.properties
+        # names its own ports), as --set wins over the file.
+        for key in ("listeners", "advertised.listeners"):
+            if settings.pop(key, None):
+                logging.getLogger("chronik.config").warning("--listen replaces %s", key)
+    listen = args.listen or "127.0.0.1:9092"
     try:
-        host, port = parse_listen(args.listen)
+        host, port = parse_listen(listen)
         broker = Broker(
             args.data_dir,
             host,
@@ -73,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve_until_signalled(broker))
     except OSError as exc:
-        print(f"chronik: error: cannot serve on {args.listen}: {exc}", file=sys.stderr)
+        where = settings.get("listeners") or listen
+        print(f"chronik: error: cannot serve on {where}: {exc}", file=sys.stderr)
         return 1
     except BrokerStartError as exc:
         print(f"chronik: error: {exc}", file=sys.stderr)
