@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import ssl
 import struct
@@ -445,3 +446,56 @@ def test_tls_store_reloaded_on_sighup(tmp_path: Path) -> None:
         assert "TLS key and trust stores reloaded" in sb.log()
     finally:
         sb.broker.kill()
+
+
+def _frames(rng: random.Random) -> Iterator[bytes]:
+    """Frames a hostile client might send before authenticating: random APIs and bodies,
+    SaslHandshake and SaslAuthenticate with mangled tokens, v0 handshakes followed by
+    absurd token sizes."""
+    mechanisms = [b"PLAIN", b"SCRAM-SHA-256", b"SCRAM-SHA-512", b"GSSAPI", b"", b"\xff" * 40]
+    for _ in range(400):
+        kind = rng.randrange(4)
+        correlation = rng.randrange(2**31)
+        if kind == 0:
+            body = rng.randbytes(rng.randrange(64))
+            api = rng.randrange(-2, 80)
+            head = struct.pack(">hhih", api, rng.randrange(-1, 14), correlation, -1)
+            yield head + body
+        elif kind == 1:
+            mech = rng.choice(mechanisms)
+            head = struct.pack(">hhih", 17, rng.randrange(0, 2), correlation, -1)
+            yield head + struct.pack(">h", len(mech)) + mech
+        elif kind == 2:
+            token = rng.choice([
+                b"n,,n=alice,r=" + rng.randbytes(8),
+                rng.randbytes(40),
+                b"\0alice\0" + rng.randbytes(6),
+                b"c=biws,r=x,p=" + rng.randbytes(8),
+            ])
+            head = struct.pack(">hhih", 36, rng.randrange(0, 3), correlation, -1)
+            yield head + struct.pack(">i", len(token)) + token
+        else:
+            yield struct.pack(">hhih", 17, 0, correlation, -1) + struct.pack(">h", 5) + b"PLAIN"
+
+
+def test_hostile_frames_before_authentication_leave_the_broker_up(secure: SecureBroker) -> None:
+    rng = random.Random(20261125)
+    port = secure.ports["SASL_PLAINTEXT"]
+    frames = list(_frames(rng))
+    for i in range(0, len(frames), 4):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.settimeout(0.5)
+            try:
+                for frame in frames[i : i + 4]:
+                    sock.sendall(struct.pack(">i", len(frame)) + frame)
+                # After a v0 handshake, a bare token size: negative or absurd.
+                sock.sendall(struct.pack(">i", rng.choice([-1, 2**31 - 1, 10**6, 0])))
+                sock.recv(4096)
+            except OSError:
+                pass
+    assert secure.broker.running
+    topic = topic_name("sec-fuzzed")
+    create_topic(secure.bootstrap("PLAINTEXT"), topic)
+    conf = secure.conf("SASL_PLAINTEXT", "SCRAM-SHA-256")
+    assert produce_consume(conf, topic, [b"up"]) == [b"up"]
+    assert "Traceback" not in secure.log()
