@@ -188,7 +188,7 @@ def test_kill_9_around_a_recreated_topic_keeps_only_its_own_records(
     broker = compacting
     rng = random.Random(14)
     admin = _admin(broker.bootstrap)
-    for round_ in range(4):
+    for round_ in range(3):
         _produce(broker.bootstrap, f"old{round_}", RECORDS)
         _await_pass(broker)
         admin.delete_topics([TOPIC])[TOPIC].result(30)

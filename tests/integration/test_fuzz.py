@@ -26,9 +26,9 @@ from .fuzzing import (
 )
 
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
-# A fixed number of frames from a fixed seed (about 40 s on 2 cores), capped in time so a
+# A fixed number of frames from a fixed seed (about 20 s on 2 cores), capped in time so a
 # loaded machine runs fewer frames rather than past the test's timeout.
-BOUNDED_FRAMES = 1200
+BOUNDED_FRAMES = 700
 BOUNDED_SECONDS = 150
 BOUNDED_SEED = 20240611
 

@@ -134,7 +134,7 @@ class _EndOffset:
 def test_killed_projection_ends_like_an_uninterrupted_one(spark, bootstrap, tmp_path):
     """Killed right after a micro-batch wrote dead letters and before it committed: the riskiest
     moment for the sinks, whose replay must not write those rows again."""
-    prefix, history = _setup(bootstrap, events=1000)
+    prefix, history = _setup(bootstrap, events=600)
     work = tmp_path / "work"
     cfg = _cfg(bootstrap, prefix, work, max_offsets=60)
     # Without the parent's gateway variables the child starts a JVM of its own.
