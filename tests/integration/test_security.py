@@ -6,6 +6,7 @@ refused with the SASL error and write nothing; nothing secret reaches the log.""
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import random
 import socket
@@ -25,9 +26,11 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from conftest import BrokerProcess, free_port
 
 from .helpers import RawClient, create_topic, req, topic_name
+from .java_support import JAVA_TIMEOUT, compile_java, needs_java
 from .tls_support import Pki, make_pki
 
 ROOT = Path(__file__).resolve().parents[2]
+JAVA_CLIENT = ROOT / "tests" / "compat" / "java" / "ChronikClient.java"
 ADMIN, ADMIN_PASSWORD = "admin", "admin-Pa55word"
 ALICE, ALICE_PASSWORD = "alice", "alice-Secret-42"
 SECRETS = (ADMIN_PASSWORD, ALICE_PASSWORD, "wrong-Password-7")
@@ -499,3 +502,53 @@ def test_hostile_frames_before_authentication_leave_the_broker_up(secure: Secure
     conf = secure.conf("SASL_PLAINTEXT", "SCRAM-SHA-256")
     assert produce_consume(conf, topic, [b"up"]) == [b"up"]
     assert "Traceback" not in secure.log()
+
+
+@needs_java
+def test_java_kafka_clients_over_sasl_ssl_and_mutual_tls(
+    secure: SecureBroker, tmp_path: Path
+) -> None:
+    """Java's default producer (idempotent, acks=all) over SASL_SSL with SCRAM-SHA-512,
+    and its consumer over SSL with a client certificate from a PEM key store."""
+    classpath = compile_java(tmp_path / "classes", JAVA_CLIENT)
+    sasl = tmp_path / "sasl.properties"
+    sasl.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{ALICE}" password="{ALICE_PASSWORD}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secure.pki.ca_file}\n"
+    )
+    mtls = tmp_path / "mtls.properties"
+    mtls.write_text(
+        "security.protocol=SSL\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secure.pki.ca_file}\n"
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={secure.client_pem}\n"
+    )
+    topic = topic_name("sec-java")
+    lines = "".join(f"{1_700_000_000_000 + i}\tay0=\t{_b64(b'java-%d' % i)}\t\n" for i in range(12))
+
+    def run(config: Path, *args: str, stdin: str | None = None) -> list[list[str]]:
+        done = subprocess.run(
+            ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", classpath, "ChronikClient",
+             *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=JAVA_TIMEOUT,
+            env={**os.environ, "CHRONIK_CLIENT_CONFIG": str(config)},
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+        return [line.split("\t") for line in done.stdout.splitlines()]
+
+    sent = run(sasl, "produce", secure.bootstrap("SASL_SSL"), topic, "1", stdin=lines)
+    assert [int(o) for kind, _, o in sent if kind == "sent"] == list(range(12))
+    got = run(mtls, "consume", secure.bootstrap("SSL"), topic, "1", "12")
+    assert [base64.b64decode(f[5]) for f in got] == [b"java-%d" % i for i in range(12)]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()

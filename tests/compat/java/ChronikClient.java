@@ -50,17 +50,31 @@ public class ChronikClient {
         System.out.flush();
     }
 
+    /** Every client's base settings: the bootstrap, and the client properties file named
+     *  by $CHRONIK_CLIENT_CONFIG (security.protocol, sasl.*, ssl.*), if any. */
+    static Properties base(String bootstrap) {
+        Properties props = new Properties();
+        String config = System.getenv("CHRONIK_CLIENT_CONFIG");
+        if (config != null && !config.isEmpty()) {
+            try (var in = new java.io.FileInputStream(config)) {
+                props.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        props.put("bootstrap.servers", bootstrap);
+        return props;
+    }
+
     static void produce(String bootstrap, String topic, int partitions, String[] args)
             throws Exception {
         if (partitions > 0) {
-            Properties adminProps = new Properties();
-            adminProps.put("bootstrap.servers", bootstrap);
+            Properties adminProps = base(bootstrap);
             try (Admin admin = Admin.create(adminProps)) {
                 admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
             }
         }
-        Properties props = new Properties();
-        props.put("bootstrap.servers", bootstrap);
+        Properties props = base(bootstrap);
         props.put("linger.ms", "20");
         props.put("key.serializer", ByteArraySerializer.class.getName());
         props.put("value.serializer", ByteArraySerializer.class.getName());
@@ -94,8 +108,7 @@ public class ChronikClient {
     }
 
     static KafkaConsumer<byte[], byte[]> consumer(String bootstrap) {
-        Properties props = new Properties();
-        props.put("bootstrap.servers", bootstrap);
+        Properties props = base(bootstrap);
         props.put("enable.auto.commit", "false");
         props.put("fetch.max.wait.ms", "200");
         props.put("key.deserializer", ByteArrayDeserializer.class.getName());
