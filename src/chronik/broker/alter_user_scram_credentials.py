@@ -18,6 +18,7 @@ from chronik.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_NAMES,
     MIN_ITERATIONS,
+    ScramCredential,
     from_salted_password,
 )
 
@@ -54,17 +55,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 errors.RESOURCE_NOT_FOUND,
                 "Attempt to delete a user credential that does not exist",
             )
+    made: list[tuple[str, str, ScramCredential | None]] = []
     for name, mechanism, upsert in changes:
         if name in failed:
             continue
         mech = MECHANISM_NAMES[mechanism]
-        if upsert is None:
-            store.delete(name, mech)
-        else:
+        credential = None
+        if upsert is not None:
             credential = from_salted_password(
                 mech, bytes(upsert.salted_password), bytes(upsert.salt), upsert.iterations
             )
-            store.upsert(name, mech, credential)
+        made.append((name, mech, credential))
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        # A cluster keeps them in ZooKeeper (/config/users), for every broker.
+        await cluster.alter_user_credentials(
+            [(n, m, c.to_kafka() if c is not None else None) for n, m, c in made]
+        )
+    else:
+        for name, mech, credential in made:
+            if credential is None:
+                store.delete(name, mech)
+            else:
+                store.upsert(name, mech, credential)
     results = tuple(
         ctx.build(
             "AlterUserScramCredentialsResult",

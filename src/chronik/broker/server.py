@@ -30,6 +30,7 @@ from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
 from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.security.broker_security import BrokerSecurity
+from chronik.security.credentials import SharedCredentials
 from chronik.security.listeners import ListenerSpec
 from chronik.storage.catalog import Catalog
 from chronik.storage.compaction import CompactionJob
@@ -241,6 +242,9 @@ class Broker:
         from chronik.cluster.node import ClusterNode
 
         self.cluster = ClusterNode(self)
+        # SASL checks the cluster's users (ZooKeeper's /config/users), not a local file.
+        view = self.cluster.view
+        self.security.share_credentials(SharedCredentials(lambda: view.users))
         local = _read_cluster_id(self.data_dir)
         try:
             self.cluster_id = await self.cluster.connect(local)

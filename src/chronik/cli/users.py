@@ -2,8 +2,10 @@
 users and kafka-storage.sh format --add-scram manage them.
 
 With --data-dir the broker's credentials file is written directly: that is how the first
-(admin) user is made, before the broker starts. Without it, the change goes to a running
-broker over the protocol (AlterUserScramCredentials, DescribeUserScramCredentials).
+(admin) user of a single broker is made, before it starts; --zookeeper writes a
+cluster's /config/users znodes directly, as kafka-configs --zookeeper did. Without
+either, the change goes to a running broker over the protocol
+(AlterUserScramCredentials, DescribeUserScramCredentials).
 Passwords come from a file (its first line) or stdin, never from the command line.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from chronik.cli.args import add_bootstrap
 from chronik.cli.errors import CliError
@@ -41,10 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     delete.add_argument("--mechanism", action="append", choices=MECHANISMS)
     sub.add_parser("list", help="users and their mechanisms")
     for child in sub.choices.values():
-        child.add_argument(
+        direct = child.add_mutually_exclusive_group()
+        direct.add_argument(
             "--data-dir",
             default=None,
-            help="write the broker's credentials file directly (the broker not running)",
+            help="write a single broker's credentials file directly (the broker not running)",
+        )
+        direct.add_argument(
+            "--zookeeper",
+            default=None,
+            metavar="CONNECT",
+            help="write a cluster's users in ZooKeeper directly (its zookeeper.connect)",
         )
         add_bootstrap(child)
 
@@ -65,35 +75,130 @@ def _password(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.data_dir is not None:
+    if args.data_dir is not None or args.zookeeper is not None:
         return _offline(args)
     return _online(args)
 
 
 def _offline(args: argparse.Namespace) -> int:
     from chronik.security.credentials import CredentialError, CredentialStore
-    from chronik.security.scram import make_credential
 
     try:
-        store = CredentialStore(Path(args.data_dir))
-        if args.action == "add":
-            password = _password(args)
-            for mechanism in args.mechanism or MECHANISMS:
-                store.upsert(args.name, mechanism, make_credential(mechanism, password,
-                                                                   args.iterations))
-            print(f"user {args.name}: {', '.join(args.mechanism or MECHANISMS)}")
-        elif args.action == "delete":
-            mechanisms = args.mechanism or [None]
-            if not any([store.delete(args.name, m) for m in mechanisms]):
-                raise CliError(f"user {args.name} has no such credentials")
-            print(f"user {args.name} deleted")
-        else:
-            for name, creds in sorted(store.users().items()):
-                infos = ", ".join(f"{m} ({c.iterations})" for m, c in sorted(creds.items()))
-                print(f"{name}\t{infos}")
+        store: CredentialStore | ZooKeeperUsers = (
+            CredentialStore(Path(args.data_dir))
+            if args.data_dir is not None
+            else ZooKeeperUsers(args.zookeeper)
+        )
+    except (CredentialError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        _change(args, store)
     except (CredentialError, ValueError, OSError) as exc:
         raise CliError(str(exc)) from None
+    finally:
+        if isinstance(store, ZooKeeperUsers):
+            store.close()
     return 0
+
+
+def _change(args: argparse.Namespace, store: Any) -> None:
+    from chronik.security.scram import make_credential
+
+    if args.action == "add":
+        password = _password(args)
+        for mechanism in args.mechanism or MECHANISMS:
+            credential = make_credential(mechanism, password, args.iterations)
+            store.upsert(args.name, mechanism, credential)
+        print(f"user {args.name}: {', '.join(args.mechanism or MECHANISMS)}")
+    elif args.action == "delete":
+        mechanisms = args.mechanism or [None]
+        if not any([store.delete(args.name, m) for m in mechanisms]):
+            raise CliError(f"user {args.name} has no such credentials")
+        print(f"user {args.name} deleted")
+    else:
+        for name, creds in sorted(store.users().items()):
+            infos = ", ".join(f"{m} ({c.iterations})" for m, c in sorted(creds.items()))
+            print(f"{name}\t{infos}")
+
+
+class ZooKeeperUsers:
+    """A cluster's /config/users, read and written as the credentials file is."""
+
+    def __init__(self, connect: str) -> None:
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        from chronik.cluster.session import split_connect
+
+        hosts, chroot = split_connect(connect)
+        self.client = KazooClient(hosts=hosts + chroot, timeout=10)
+        try:
+            self.client.start(timeout=10)
+        except KazooTimeoutError:
+            raise CliError(f"cannot reach ZooKeeper at {connect}") from None
+
+    def close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    def _config(self, user: str) -> dict[str, str]:
+        from kazoo.exceptions import NoNodeError
+
+        from chronik.cluster import znodes
+
+        try:
+            data, _ = self.client.get(znodes.user_path(user))
+        except NoNodeError:
+            return {}
+        return znodes.parse_config(data)
+
+    def _write(self, user: str, config: dict[str, str]) -> None:
+        from chronik.cluster import znodes
+
+        path = znodes.user_path(user)
+        if self.client.exists(path):
+            self.client.set(path, znodes.config_value(config))
+        else:
+            self.client.create(path, znodes.config_value(config), makepath=True)
+        self.client.create(
+            f"{znodes.CONFIG_CHANGES}/config_change_",
+            znodes.config_change_value(user, "users"),
+            sequence=True,
+            makepath=True,
+        )
+
+    def upsert(self, user: str, mechanism: str, credential: Any) -> None:
+        config = self._config(user)
+        config[mechanism] = credential.to_kafka()
+        self._write(user, config)
+
+    def delete(self, user: str, mechanism: str | None = None) -> bool:
+        config = self._config(user)
+        if not config or (mechanism is not None and mechanism not in config):
+            return False
+        if mechanism is None:
+            config.clear()
+        else:
+            del config[mechanism]
+        self._write(user, config)
+        return True
+
+    def users(self) -> dict[str, dict[str, Any]]:
+        from kazoo.exceptions import NoNodeError
+
+        from chronik.cluster import znodes
+        from chronik.security.scram import ScramCredential
+
+        try:
+            names = self.client.get_children(znodes.CONFIG_USERS)
+        except NoNodeError:
+            return {}
+        found = {}
+        for name in names:
+            config = self._config(name)
+            if config:
+                found[name] = {m: ScramCredential.from_kafka(t) for m, t in config.items()}
+        return found
 
 
 def _online(args: argparse.Namespace) -> int:

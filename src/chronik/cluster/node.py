@@ -655,6 +655,55 @@ class ClusterNode:
             sequence=True,
         )
 
+    async def alter_user_credentials(
+        self, changes: list[tuple[str, str, str | None]]
+    ) -> None:
+        """(user, mechanism, Kafka's credential string, or None to delete), written to
+        /config/users as Kafka writes them; every broker's view follows its watches."""
+        await self.session.run(self._write_users, changes)
+        await self.view.wait_until(
+            lambda: all(
+                self.view.users.get(user, {}).get(mechanism) == text
+                for user, mechanism, text in changes
+            ),
+            5.0,
+        )
+
+    def _write_users(self, changes: list[tuple[str, str, str | None]]) -> None:
+        client = self.session.client
+        assert client is not None
+        for user in dict.fromkeys(user for user, _, _ in changes):
+            path = znodes.user_path(user)
+            # Read, change, write back at the version read; another broker's change
+            # meanwhile makes the write fail, and it is done again on what that wrote.
+            for attempt in range(5):
+                try:
+                    data, stat = client.get(path)
+                    config, version = znodes.parse_config(data), stat.version
+                except NoNodeError:
+                    config, version = {}, -1
+                for name, mechanism, text in changes:
+                    if name != user:
+                        continue
+                    if text is None:
+                        config.pop(mechanism, None)
+                    else:
+                        config[mechanism] = text
+                try:
+                    if version < 0:
+                        client.create(path, znodes.config_value(config), makepath=True)
+                    else:
+                        client.set(path, znodes.config_value(config), version)
+                    break
+                except (BadVersionError, NodeExistsError):
+                    if attempt == 4:
+                        raise
+            client.create(
+                f"{znodes.CONFIG_CHANGES}/config_change_",
+                znodes.config_change_value(user, "users"),
+                sequence=True,
+            )
+
     def topic_configs(self, name: str) -> dict[str, str] | None:
         topic = self.view.topics.get(name)
         return None if topic is None else dict(topic.configs)

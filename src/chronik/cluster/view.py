@@ -34,6 +34,8 @@ class ClusterView:
         self.controller_id = -1
         self.topics: dict[str, TopicView] = {}
         self.deleting: set[str] = set()
+        # SCRAM credentials from /config/users: user -> mechanism -> Kafka's string.
+        self.users: dict[str, dict[str, str]] = {}
         # Set once the first full read of brokers and topics is done: until then a topic
         # missing from the view may just not have been read yet.
         self.loaded = False

@@ -34,6 +34,7 @@ class Watcher:
         self._lock = threading.Lock()  # the sets below are touched from kazoo's threads
         self._topic_watches: set[str] = set()
         self._state_watches: set[tuple[str, int]] = set()
+        self._user_watches: set[str] = set()
         # Configs read before their topic's assignment (the config znode is written first).
         self._early_configs: dict[str, dict[str, str]] = {}
 
@@ -46,6 +47,7 @@ class Watcher:
         DataWatch(client, znodes.CONTROLLER, self._on_controller)
         ChildrenWatch(client, znodes.DELETE_TOPICS, self._on_deletes)
         ChildrenWatch(client, znodes.TOPICS, self._on_topics)
+        ChildrenWatch(client, znodes.CONFIG_USERS, self._on_users)
         self.session.to_loop(self._mark_loaded)
 
     # -- kazoo threads --------------------------------------------------------------
@@ -82,6 +84,27 @@ class Watcher:
             DataWatch(client, znodes.config_path(name), self._config_callback(name))
             DataWatch(client, znodes.topic_path(name), self._topic_callback(name))
         self.session.to_loop(self._set_topic_names, set(children))
+
+    def _on_users(self, children: list[str]) -> None:
+        client = self.session.client
+        assert client is not None
+        for name in children:
+            with self._lock:
+                if name in self._user_watches:
+                    continue
+                self._user_watches.add(name)
+            DataWatch(client, znodes.user_path(name), self._user_callback(name))
+
+    def _user_callback(self, name: str) -> Any:
+        def on_change(data: bytes | None, stat: Any) -> None:
+            try:
+                config = znodes.parse_config(data)
+            except (ValueError, TypeError, AttributeError) as exc:
+                log.warning("ignoring unreadable credentials of user %s: %s", name, exc)
+                return
+            self.session.to_loop(self._set_user, name, config)
+
+        return on_change
 
     def _topic_callback(self, name: str) -> Any:
         def on_change(data: bytes | None, stat: Any) -> None:
@@ -182,6 +205,13 @@ class Watcher:
             topic.states.pop(partition, None)
         else:
             topic.states[partition] = state
+        self.view.changed()
+
+    def _set_user(self, name: str, config: dict[str, str]) -> None:
+        if config:
+            self.view.users[name] = config
+        else:
+            self.view.users.pop(name, None)
         self.view.changed()
 
     def _set_configs(self, name: str, configs: dict[str, str]) -> None:

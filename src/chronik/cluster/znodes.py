@@ -16,7 +16,10 @@
 #                                    {"controller_epoch":E,"leader":L,"version":1,
 #                                    "leader_epoch":LE,"isr":[...]}; leader -1: none
 #   /config/topics/<t>               {"version":1,"config":{name: value}}: the overrides
-#   /config/changes/config_change_<seq>  {"version":2,"entity_path":"topics/<t>"}
+#   /config/users/<user>             {"version":1,"config":{"SCRAM-SHA-256":"salt=...,
+#                                    stored_key=...,server_key=...,iterations=4096"}}
+#   /config/changes/config_change_<seq>  {"version":2,"entity_path":"topics/<t>"} (or
+#                                    "users/<user>")
 #   /admin/delete_topics/<t>         empty: a deletion asked for, done by the controller
 #   /latest_producer_id_block        {"version":1,"broker":N,"block_start":"s",
 #                                    "block_end":"e"}: the last block of producer ids taken
@@ -36,6 +39,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
+CONFIG_USERS = "/config/users"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # What Kafka's brokers create at start, so its tools find the tree they expect.
@@ -46,7 +50,7 @@ PERSISTENT_PATHS = (
     CONFIG_CHANGES,
     "/config/brokers",
     "/config/clients",
-    "/config/users",
+    CONFIG_USERS,
     DELETE_TOPICS,
     "/brokers/seqid",
     "/isr_change_notification",
@@ -72,6 +76,10 @@ def state_path(topic: str, partition: int) -> str:
 
 def config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def user_path(user: str) -> str:
+    return f"{CONFIG_USERS}/{user}"
 
 
 def delete_path(topic: str) -> str:
@@ -246,8 +254,8 @@ def parse_config(data: bytes | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
 
 
-def config_change_value(topic: str) -> bytes:
-    return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+def config_change_value(topic: str, entity: str = "topics") -> bytes:
+    return _dump({"version": 2, "entity_path": f"{entity}/{topic}"})
 
 
 def producer_id_block_value(node_id: int, start: int, end: int) -> bytes:

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 
-from chronik.security.credentials import CredentialStore
+from chronik.security.credentials import CredentialStore, SharedCredentials
 from chronik.security.listeners import ListenerError, ListenerSpec, parse_listeners
 from chronik.security.sasl import SUPPORTED, SaslSession
 from chronik.security.tls import TlsSettings, server_context
@@ -100,7 +100,7 @@ class BrokerSecurity:
         self.failed_delay = int(settings["connection.failed.authentication.delay.ms"]) / 1000
         self.sasl_max_receive_size = int(settings["sasl.server.max.receive.size"])
         self.data_dir = Path(data_dir)
-        self._store: CredentialStore | None = None
+        self._store: CredentialStore | SharedCredentials | None = None
         self.tls_settings = TlsSettings.from_config(settings)
         self.tls: ssl.SSLContext | None = None
         if any(s.tls for s in self.listeners):
@@ -108,10 +108,15 @@ class BrokerSecurity:
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
 
     @property
-    def store(self) -> CredentialStore:
+    def store(self) -> CredentialStore | SharedCredentials:
+        """A single node's credentials file, or the cluster's shared credentials once
+        `share_credentials` was called."""
         if self._store is None:
             self._store = CredentialStore(self.data_dir)
         return self._store
+
+    def share_credentials(self, shared: SharedCredentials) -> None:
+        self._store = shared
 
     def endpoint(self, listener: str) -> tuple[str, int]:
         """Where clients of ``listener`` are told to connect to this broker."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from chronik.security.scram import MECHANISMS, ScramCredential
@@ -112,3 +113,40 @@ class CredentialStore:
             os.close(fd)
         os.replace(temporary, self.path)
         fsync_dir(directory)
+
+
+class SharedCredentials:
+    """The credentials of a cluster, read from what ``source`` returns (the cluster
+    view's copy of ZooKeeper's /config/users: user -> mechanism -> Kafka's string).
+    Changes go to ZooKeeper through the cluster, not here."""
+
+    def __init__(self, source: Callable[[], Mapping[str, Mapping[str, str]]]) -> None:
+        self.source = source
+        self._parsed: dict[str, ScramCredential] = {}
+
+    def _parse(self, text: str) -> ScramCredential | None:
+        credential = self._parsed.get(text)
+        if credential is None:
+            try:
+                credential = ScramCredential.from_kafka(text)
+            except ValueError:
+                return None
+            if len(self._parsed) > 10_000:
+                self._parsed.clear()
+            self._parsed[text] = credential
+        return credential
+
+    def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
+        text = self.source().get(user, {}).get(mechanism)
+        return None if text is None else self._parse(text)
+
+    def mechanisms(self, user: str) -> dict[str, ScramCredential]:
+        found = {}
+        for mechanism, text in self.source().get(user, {}).items():
+            credential = self._parse(text) if mechanism in MECHANISMS else None
+            if credential is not None:
+                found[mechanism] = credential
+        return found
+
+    def users(self) -> dict[str, dict[str, ScramCredential]]:
+        return {name: creds for name in self.source() if (creds := self.mechanisms(name))}

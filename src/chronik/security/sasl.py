@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import enum
 
-from chronik.security.credentials import CredentialStore
+from chronik.security.credentials import CredentialStore, SharedCredentials
 from chronik.security.scram import (
     MECHANISMS,
     ScramError,
@@ -49,7 +49,7 @@ def invalid_credentials(mechanism: str) -> AuthenticationFailed:
 
 
 class PlainServer:
-    def __init__(self, store: CredentialStore) -> None:
+    def __init__(self, store: CredentialStore | SharedCredentials) -> None:
         self.store = store
         self.user: str | None = None
         self.done = False
@@ -90,7 +90,7 @@ class PlainServer:
 class ScramStepper:
     """The two rounds of a SCRAM exchange as steps."""
 
-    def __init__(self, mechanism: str, store: CredentialStore) -> None:
+    def __init__(self, mechanism: str, store: CredentialStore | SharedCredentials) -> None:
         self.server = ScramServer(mechanism, lambda user: store.lookup(user, mechanism))
         self.mechanism = mechanism
         self.round = 0
@@ -115,7 +115,9 @@ class ScramStepper:
 class SaslSession:
     """The authentication state of one connection on a SASL listener."""
 
-    def __init__(self, enabled: tuple[str, ...], store: CredentialStore) -> None:
+    def __init__(
+        self, enabled: tuple[str, ...], store: CredentialStore | SharedCredentials
+    ) -> None:
         self.enabled = enabled
         self.store = store
         self.state = State.HANDSHAKE
