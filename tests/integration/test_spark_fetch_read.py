@@ -150,11 +150,15 @@ def test_old_message_formats_switch_to_librdkafka(broker, monkeypatch):
     assert [r["offset"] for r in rows] == list(range(3, 20))
 
 
-def test_tls_goes_through_librdkafka_and_read_committed_does_not():
+def test_what_the_fetch_reader_serves_itself():
     assert fetch_read.usable({"bootstrap.servers": "h:1"})
-    assert not fetch_read.usable({"security.protocol": "SSL"})
-    assert not fetch_read.usable({"sasl.mechanism": "PLAIN"})
     assert fetch_read.usable({"isolation.level": "read_committed"})
+    # TLS and SASL PLAIN/SCRAM too (test_spark_fetch_security.py); not GSSAPI,
+    # OAUTHBEARER or a PKCS12 key store, which librdkafka reads.
+    assert fetch_read.usable({"security.protocol": "SSL", "ssl.ca.location": "/ca.pem"})
+    assert not fetch_read.usable({"security.protocol": "SASL_SSL",
+                                  "sasl.mechanism": "OAUTHBEARER"})
+    assert not fetch_read.usable({"security.protocol": "SSL", "ssl.keystore.location": "/k.p12"})
 
 
 def _transactional(bootstrap: str, txn_id: str) -> Producer:

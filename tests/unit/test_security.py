@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chronik.cli.command_config import client_settings, jaas_credentials
-from chronik.cli.errors import CliError
+from chronik.security.client_settings import client_settings, jaas_credentials
 from chronik.security.credentials import CredentialError, CredentialStore
 from chronik.security.listeners import ListenerError, parse_listeners
 from chronik.security.sasl import AuthenticationFailed, SaslSession, State
@@ -211,7 +210,22 @@ def test_command_config_translates_kafka_client_properties() -> None:
         "ssl.key.location": "/me.pem",
         "ssl.endpoint.identification.algorithm": "none",
     }
-    with pytest.raises(CliError):
+    with pytest.raises(ValueError):
         client_settings({"ssl.truststore.type": "JKS", "ssl.truststore.location": "/x.jks"})
-    with pytest.raises(CliError):
+    with pytest.raises(ValueError):
         client_settings({"sasl.jaas.config": "x required;"})
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_client_and_server_agree(mechanism: str) -> None:
+    from chronik.security.scram import ScramClient
+
+    credential = make_credential(mechanism, "pa,ss=word")
+    server = ScramServer(mechanism, {"we,ird=name": credential}.get)
+    client = ScramClient(mechanism, "we,ird=name", "pa,ss=word")
+    client.verify(server.final(client.final(server.first(client.first()))))
+    assert server.user == "we,ird=name"
+    liar = ScramClient(mechanism, "we,ird=name", "pa,ss=word")
+    liar.final(ScramServer(mechanism, {}.get).first(liar.first()))
+    with pytest.raises(ScramError):
+        liar.verify(b"v=" + base64.b64encode(b"\0" * 32))

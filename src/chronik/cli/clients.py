@@ -34,6 +34,22 @@ def show_client_logs() -> None:
     LIBRDKAFKA_LOG.setLevel(logging.DEBUG)
 
 
+def load_command_config(path: str | None) -> dict[str, Any]:
+    """`--command-config FILE`: Kafka client properties, as librdkafka settings."""
+    if not path:
+        return {}
+    from chronik.cli.errors import CliError
+    from chronik.cli.properties import load_properties
+    from chronik.security.client_settings import client_settings
+
+    try:
+        return client_settings(load_properties(path))
+    except OSError as exc:
+        raise CliError(f"cannot read --command-config {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise CliError(f"--command-config {path}: {exc}") from None
+
+
 class Cluster:
     """One broker address plus the clients and lookups commands share."""
 
@@ -49,9 +65,7 @@ class Cluster:
 
     @classmethod
     def from_args(cls, args: Any) -> Cluster:
-        from chronik.cli import command_config
-
-        security = command_config.load(getattr(args, "command_config", None))
+        security = load_command_config(getattr(args, "command_config", None))
         return cls(args.bootstrap_server, args.connect_timeout, security)
 
     def config(self, **extra: Any) -> dict[str, Any]:

@@ -224,3 +224,49 @@ class ScramServer:
             raise failed
         server_signature = _hmac(self.digest, cred.server_key, auth_message)
         return b"v=" + base64.b64encode(server_signature)
+
+
+class ScramClient:
+    """The client's side of one exchange: `first()`, then `final(server_first)`, then
+    `verify(server_final)`, which checks that the server knew the credential too."""
+
+    def __init__(self, mechanism: str, user: str, password: str) -> None:
+        self.mechanism = mechanism
+        self.digest = MECHANISMS[mechanism]
+        self.user = user
+        self.password = password.encode()
+        self.nonce = base64.b64encode(os.urandom(24)).decode()
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self._bare = f"n={name},r={self.nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        try:
+            text = server_first.decode("utf-8")
+            attrs = _attributes(text)
+            nonce, salt = attrs["r"], base64.b64decode(attrs["s"], validate=True)
+            iterations = int(attrs["i"])
+        except (UnicodeDecodeError, KeyError, ValueError):
+            raise ScramError("malformed server-first message") from None
+        if not nonce.startswith(self.nonce) or len(nonce) == len(self.nonce):
+            raise ScramError("the server's nonce does not extend ours")
+        if not MIN_ITERATIONS <= iterations <= 10 * MAX_ITERATIONS:
+            raise ScramError(f"the server asks for {iterations} iterations")
+        salted = salted_password(self.digest, self.password, salt, iterations)
+        client_key = _hmac(self.digest, salted, b"Client Key")
+        stored_key = hashlib.new(self.digest, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._bare},{text},{without_proof}".encode()
+        signature = _hmac(self.digest, stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = _hmac(self.digest, salted, b"Server Key")
+        self._server_signature = _hmac(self.digest, server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        expected = b"v=" + base64.b64encode(self._server_signature)
+        if not self._server_signature or not hmac.compare_digest(server_final, expected):
+            raise ScramError("the server's signature is wrong: it does not know the credential")

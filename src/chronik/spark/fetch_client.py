@@ -25,7 +25,10 @@ from __future__ import annotations
 import socket
 import struct
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from chronik.spark import fetch_auth
 
 FETCH = 1
 API_VERSIONS = 18
@@ -125,13 +128,34 @@ def decode_fetch(buf: memoryview, topic: bytes, partition: int) -> PartitionData
 class FetchConnection:
     """One connection to a partition's leader; requests may be sent ahead of reading."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float):
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        timeout_s: float,
+        security: Mapping[str, str] | None = None,
+    ):
+        """``security``: librdkafka's security.protocol, sasl.* and ssl.* settings."""
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            context = fetch_auth.tls_context(security or {})
+            self.sock = (
+                sock if context is None else context.wrap_socket(sock, server_hostname=host)
+            )
+        except BaseException:
+            sock.close()
+            raise
         self.client_id = client_id.encode()
         self._correlation = 0
         self._pending: deque[int] = deque()  # correlation ids sent and not yet answered
-        self._check_versions()
+        try:
+            self._check_versions()
+            fetch_auth.authenticate(security or {}, self._request)
+        except BaseException:
+            self.sock.close()
+            raise
 
     def close(self) -> None:
         self.sock.close()
@@ -158,6 +182,13 @@ class FetchConnection:
         lo, hi = ranges.get(FETCH, (1, 0))
         if error or not lo <= FETCH_VERSION <= hi:
             raise Unsupported(f"broker serves Fetch v{lo}-v{hi}, not v{FETCH_VERSION}")
+
+    def _request(self, api_key: int, version: int, body: bytes) -> memoryview:
+        """One request and its response, after the correlation id."""
+        header = _HEADER.pack(api_key, version, self._next_id(), len(self.client_id))
+        payload = header + self.client_id + body
+        self.sock.sendall(_I32.pack(len(payload)) + payload)
+        return self.receive()[4:]
 
     def send_fetch(
         self,

@@ -27,7 +27,7 @@ from crc32c import crc32c
 
 from chronik.records.compression import decompress
 from chronik.records.control import ABORT, InvalidMarker, read_marker
-from chronik.spark import record_decode
+from chronik.spark import fetch_auth, record_decode
 from chronik.spark.arrow_read import deleted, truncated
 from chronik.spark.fetch_client import (
     FetchConnection,
@@ -66,9 +66,9 @@ class _NeedsLibrdkafka(Exception):
 
 
 def usable(conf: Mapping[str, str]) -> bool:
-    """Whether the fast path can serve this consumer configuration."""
-    protocol = conf.get("security.protocol", "plaintext").lower()
-    return protocol == "plaintext" and not any(k.startswith(("sasl.", "ssl.")) for k in conf)
+    """Whether the fast path can serve this consumer configuration: plaintext, TLS from
+    PEM files, SASL with PLAIN or SCRAM (fetch_auth)."""
+    return fetch_auth.servable(conf)
 
 
 def read_range(
@@ -191,6 +191,7 @@ class _PartitionReader:
             self.conn = FetchConnection(
                 host, port, self.conf.get("client.id", "chronik-spark-reader"),
                 timeout_s=self.poll_timeout_s,
+                security=self.conf,
             )
         self.conn.send_fetch(
             self.name, self.partition, position, MAX_WAIT_MS, self.max_bytes, int(self.committed)

@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from chronik.security.client_settings import translate
+
 EARLIEST = -2
 LATEST = -1
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -87,11 +89,16 @@ class ReadOptions:
 
 
 def kafka_config(options: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.``-prefixed options, prefix dropped, handed to librdkafka as they are."""
+    """The ``kafka.``-prefixed options, prefix dropped, for librdkafka."""
     conf = {k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")}
     if "bootstrap.servers" not in conf:
         raise OptionError("option 'kafka.bootstrap.servers' is required")
-    return conf
+    # Spark's Kafka source takes Java's names (kafka.sasl.jaas.config,
+    # kafka.ssl.truststore.location): they become librdkafka's.
+    try:
+        return translate(conf)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def _reader(options: Mapping[str, str]) -> str:

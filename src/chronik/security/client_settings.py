@@ -1,5 +1,6 @@
-"""`--command-config FILE`: a Kafka client properties file, as Kafka's tools take it,
-turned into librdkafka settings for the CLI's clients.
+"""Kafka's Java client security properties turned into librdkafka's, for the CLI's
+`--command-config FILE` (as Kafka's tools take it) and the Spark source's `kafka.*`
+options (as Spark's Kafka source takes them):
 
     security.protocol=SASL_SSL
     sasl.mechanism=SCRAM-SHA-512
@@ -17,11 +18,7 @@ passed through unchanged.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
-
-from chronik.cli.errors import CliError
-from chronik.cli.properties import load_properties
 
 # JAAS options: name="quoted value" or name=bare, before the closing ';'.
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))')
@@ -53,11 +50,11 @@ def client_settings(properties: dict[str, str]) -> dict[str, Any]:
     if "sasl.jaas.config" in properties:
         user, password = jaas_credentials(properties["sasl.jaas.config"])
         if user is None or password is None:
-            raise CliError("sasl.jaas.config has no username and password")
+            raise ValueError("sasl.jaas.config has no username and password")
         conf["sasl.username"], conf["sasl.password"] = user, password
     for kind in ("ssl.truststore.type", "ssl.keystore.type"):
         if properties.get(kind, "PEM").upper() != "PEM":
-            raise CliError(f"{kind}={properties[kind]}: the CLI reads PEM stores only")
+            raise ValueError(f"{kind}={properties[kind]}: only PEM stores are read")
     if "ssl.truststore.location" in properties:
         conf["ssl.ca.location"] = properties["ssl.truststore.location"]
     if "ssl.truststore.certificates" in properties:
@@ -76,10 +73,25 @@ def client_settings(properties: dict[str, str]) -> dict[str, Any]:
     return conf
 
 
-def load(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        return client_settings(load_properties(Path(path)))
-    except OSError as exc:
-        raise CliError(f"cannot read --command-config {path}: {exc.strerror}") from None
+# Java's security names that client_settings replaces with librdkafka's.
+JAVA_KEYS = (
+    "sasl.jaas.config",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.password",
+)
+
+
+def translate(conf: dict[str, str]) -> dict[str, Any]:
+    """``conf`` with Java's security names replaced by librdkafka's; everything else as
+    it was."""
+    if not any(k in conf for k in JAVA_KEYS):
+        return dict(conf)
+    out: dict[str, Any] = {k: v for k, v in conf.items() if k not in JAVA_KEYS}
+    out.update(client_settings(conf))
+    return out
