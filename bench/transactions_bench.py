@@ -94,15 +94,34 @@ def consume(bootstrap: str, topic: str, count: int, isolation: str) -> float:
     return count / elapsed
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_arguments(doc: str, quick_records: int) -> tuple[argparse.Namespace, int, int]:
+    """--quick, --records, --runs, --output: the options, the record count and runs."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--records", type=int)
     parser.add_argument("--runs", type=int)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    count = args.records or (5_000 if args.quick else 100_000)
+    count = args.records or (quick_records if args.quick else 100_000)
     runs = args.runs or (1 if args.quick else 2)
+    return args, count, runs
+
+
+def write_report(args: argparse.Namespace, name: str, **figures: object) -> None:
+    """The run's figures as JSON, with the machine and chronik's revision."""
+    report = {
+        "mode": "quick" if args.quick else "full",
+        **figures,
+        "machine": machine(),
+        "chronik": chronik_revision(),
+    }
+    output = args.output or RESULTS_DIR / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2))
+
+
+def main() -> int:
+    args, count, runs = run_arguments(__doc__, 5_000)
     broker = Chronik()
     broker.start()
     results: dict[str, float] = {}
@@ -135,18 +154,9 @@ def main() -> int:
     print(f"{'consume, read_uncommitted':34}{results['read_uncommitted']:>12,.0f}")
     print(f"{'consume, read_committed':34}{results['read_committed']:>12,.0f}"
           f"   {ratios['read_committed_over_read_uncommitted']:.2f}x")
-    report = {
-        "mode": "quick" if args.quick else "full",
-        "records": count,
-        "runs": runs,
-        "machine": machine(),
-        "chronik": chronik_revision(),
-        "records_per_s": results,
-        "ratios": ratios,
-    }
-    output = args.output or RESULTS_DIR / f"transactions-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2))
+    write_report(
+        args, "transactions", records=count, runs=runs, records_per_s=results, ratios=ratios
+    )
     return 0
 
 

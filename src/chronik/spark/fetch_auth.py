@@ -18,6 +18,7 @@ import ssl
 import struct
 from collections.abc import Callable, Mapping
 
+from chronik.security.client_settings import PASSED_THROUGH
 from chronik.security.scram import MECHANISMS, ScramClient, ScramError
 
 SASL_HANDSHAKE = 17
@@ -26,20 +27,7 @@ PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 MECHANISM_NAMES = ("PLAIN", *MECHANISMS)
 # The security settings this path understands; any other sasl.* or ssl.* key (a PKCS12
 # key store, OAUTHBEARER, ...) leaves the reading to librdkafka.
-KEYS = frozenset({
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "ssl.ca.location",
-    "ssl.ca.pem",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
-    "enable.ssl.certificate.verification",
-})
+KEYS = (frozenset(PASSED_THROUGH) - {"client.id", "ssl.cipher.suites"}) | {"ssl.ca.pem"}
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
