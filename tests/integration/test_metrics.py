@@ -75,3 +75,37 @@ def test_unknown_path_is_404(tmp_path) -> None:
             assert exc.code == 404
         else:
             raise AssertionError("expected 404")
+
+
+def test_sasl_authentications_are_counted(tmp_path) -> None:
+    from confluent_kafka import KafkaError
+
+    from chronik.security.credentials import CredentialStore
+    from chronik.security.scram import make_credential
+
+    data = tmp_path / "data"
+    credential = make_credential("SCRAM-SHA-256", "pw-1")
+    CredentialStore(data).upsert("ann", "SCRAM-SHA-256", credential)
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "connection.failed.authentication.delay.ms": "0",
+    }
+    with EmbeddedBroker(data, config=config, metrics_listen="127.0.0.1:0") as embedded:
+        sasl_port = embedded.broker.security.listeners[1].port
+        for mechanism, password in (("SCRAM-SHA-256", "pw-1"), ("PLAIN", "nope")):
+            errors: list[KafkaError] = []
+            producer = Producer({
+                "bootstrap.servers": f"127.0.0.1:{sasl_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": mechanism,
+                "sasl.username": "ann",
+                "sasl.password": password,
+                "error_cb": errors.append,
+            })
+            producer.produce("sasl-metered", b"v")
+            producer.flush(5 if password == "pw-1" else 2)
+        samples = scrape(embedded.broker.metrics_port)
+        name = "chronik_sasl_authentications_total"
+        assert samples[f'{name}{{mechanism="SCRAM-SHA-256",result="success"}}'] >= 1
+        assert samples[f'{name}{{mechanism="PLAIN",result="failure"}}'] >= 1

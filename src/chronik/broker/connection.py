@@ -253,6 +253,8 @@ class Connection:
             await self.broker.security.authentication_failed(self.client_host, sasl, str(exc))
             self.closing = True
             return
+        if sasl.complete:
+            self.broker.security.authenticated(sasl)
         self.writer.write(SIZE.pack(len(answer)) + answer)
         await self.writer.drain()
 

@@ -128,6 +128,16 @@ class Metrics:
         lines.extend(self.fsync.lines("chronik_fsync_duration_seconds", ""))
         family("chronik_connections", "gauge", "Open client connections.")
         lines.append(f"chronik_connections {len(self.broker._connections)}")
+        family(
+            "chronik_sasl_authentications_total",
+            "counter",
+            "SASL authentications by mechanism and result (success, failure).",
+        )
+        for (mechanism, result), n in sorted(self.broker.security.outcomes.items()):
+            lines.append(
+                f'chronik_sasl_authentications_total{{mechanism="{_label(mechanism)}",'
+                f'result="{result}"}} {n}'
+            )
         self._render_partitions(lines, family)
         self._render_groups(lines, family)
         self._render_transactions(lines, family)

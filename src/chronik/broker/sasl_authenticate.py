@@ -26,6 +26,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except AuthenticationFailed as exc:
         await ctx.broker.security.authentication_failed(ctx.client_host, session, str(exc))
         return _answer(ctx, errors.SASL_AUTHENTICATION_FAILED, str(exc))
+    if session.complete:
+        ctx.broker.security.authenticated(session)
     return _answer(ctx, errors.NONE, None, token)
 
 

@@ -106,6 +106,15 @@ class BrokerSecurity:
         if any(s.tls for s in self.listeners):
             self.tls = server_context(self.tls_settings)
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        # (mechanism, "success" | "failure") -> count, for the metrics.
+        self.outcomes: dict[tuple[str, str], int] = {}
+
+    def _count(self, session: SaslSession, outcome: str) -> None:
+        key = (session.mechanism or "none", outcome)
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
+
+    def authenticated(self, session: SaslSession) -> None:
+        self._count(session, "success")
 
     @property
     def store(self) -> CredentialStore | SharedCredentials:
@@ -148,6 +157,7 @@ class BrokerSecurity:
         """One log line (the address and reason, never a secret), then a wait that
         grows with the address's recent failures, as Kafka's
         connection.failed.authentication.delay.ms, before the client hears of it."""
+        self._count(session, "failure")
         now = time.monotonic()
         count, last = self._failures.pop(host, (0, now))
         if now - last > FAILURE_MEMORY_SECONDS:
