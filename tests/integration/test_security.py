@@ -250,6 +250,14 @@ def test_requests_before_authentication_close_the_connection(secure: SecureBroke
     assert "before SASL authentication" in secure.log()
 
 
+def test_a_large_request_before_authentication_is_refused_unread(secure: SecureBroker) -> None:
+    with socket.create_connection(("127.0.0.1", secure.ports["SASL_PLAINTEXT"]), timeout=10) as s:
+        s.sendall(struct.pack(">i", 64 << 20) + b"\0" * 1024)
+        s.settimeout(10)
+        assert s.recv(16) == b""  # closed without reading 64 MiB
+    assert "larger than sasl.server.max.receive.size" in secure.log()
+
+
 def _plain_v0(bootstrap: str, user: str, password: str) -> bytes | None:
     """SaslHandshake v0, then PLAIN's token as a bare frame: the broker's answer, or
     None when it closed the connection."""

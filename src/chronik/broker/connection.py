@@ -201,6 +201,14 @@ class Connection:
             head = await self.reader.readexactly(4)
             self.active_at = time.monotonic()
             (size,) = SIZE.unpack(head)
+            if sasl is not None and not sasl.complete:
+                # Before authentication, as Kafka: no request larger than a SASL token.
+                limit = self.broker.security.sasl_max_receive_size
+                if size > limit:
+                    raise MalformedRequest(
+                        f"request of {size} bytes before SASL authentication is larger than "
+                        f"sasl.server.max.receive.size ({limit})"
+                    )
             if size > max_size:
                 raise MalformedRequest(
                     f"request of {size} bytes is larger than socket.request.max.bytes "
