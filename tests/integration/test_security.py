@@ -560,3 +560,36 @@ def test_java_kafka_clients_over_sasl_ssl_and_mutual_tls(
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def test_client_certificates_mapped_by_principal_rules(tmp_path: Path) -> None:
+    """ssl.client.auth=required: a client without a certificate is refused; with rules
+    and no DEFAULT, a certificate no rule maps is refused with a log line, one that a
+    rule maps is served."""
+    sb = start_secure_broker(
+        tmp_path,
+        **{"ssl.client.auth": "required",
+           "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=ops,O=.*$/$1/L"},
+    )
+    try:
+        topic = topic_name("sec-principal")
+        create_topic(sb.bootstrap("PLAINTEXT"), topic)
+        ops = sb.pki.issue("ops", "Deployer", unit="ops")
+
+        def with_cert(pem: Path | None) -> dict[str, Any]:
+            conf = {**sb.conf("SSL"), "message.timeout.ms": 4000}
+            if pem is not None:
+                conf.update({"ssl.certificate.location": str(pem), "ssl.key.location": str(pem)})
+            return conf
+
+        assert produce_consume(with_cert(ops), topic, [b"p1"]) == [b"p1"]
+        for pem in (None, sb.client_pem):  # no certificate; OU=eng, which no rule maps
+            failed: list[object] = []
+            producer = Producer(with_cert(pem))
+            producer.produce(topic, b"refused", on_delivery=lambda err, _m: failed.append(err))
+            producer.flush(8)
+            assert failed and failed[0] is not None
+        assert end_offset(sb.bootstrap("PLAINTEXT"), topic) == 1
+        assert "no ssl.principal.mapping.rules rule matches CN=alice,OU=eng" in sb.log()
+    finally:
+        sb.broker.kill()

@@ -229,3 +229,31 @@ def test_scram_client_and_server_agree(mechanism: str) -> None:
     liar.final(ScramServer(mechanism, {}.get).first(liar.first()))
     with pytest.raises(ScramError):
         liar.verify(b"v=" + base64.b64encode(b"\0" * 32))
+
+
+def test_principal_mapping_rules_as_kafka_applies_them() -> None:
+    from chronik.security.principal import PrincipalMapper, PrincipalRuleError, parse_rules
+
+    assert PrincipalMapper().from_subject("CN=alice,OU=eng,O=acme") == "User:CN=alice,OU=eng,O=acme"
+    mapper = PrincipalMapper(
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,RULE:^CN=(.*?),OU=(.*?),O=.*$/$1@$2/L, DEFAULT"
+    )
+    assert mapper.from_subject("CN=kafka-svc,OU=ServiceUsers,O=acme") == "User:kafka-svc"
+    assert mapper.from_subject("CN=Alice,OU=ENG,O=acme") == "User:alice@eng"
+    assert mapper.from_subject("O=acme") == "User:O=acme"
+    upper = PrincipalMapper("RULE:^CN=([^,]*).*$/$1/U")
+    assert upper.from_subject("CN=bob,O=x") == "User:BOB"
+    with pytest.raises(PrincipalRuleError):
+        upper.from_subject("O=nothing")
+    for bad in ("RULE:(/x/", "RULE:a/b", "NOPE"):
+        with pytest.raises(PrincipalRuleError):
+            parse_rules(bad)
+
+
+def test_certificate_subject_named_as_java_names_it() -> None:
+    from chronik.security.tls import subject_name
+
+    peercert = {"subject": ((("countryName", "DE"),), (("organizationName", "acme, inc"),),
+                            (("organizationalUnitName", "eng"),), (("commonName", "alice"),))}
+    assert subject_name(peercert) == "CN=alice,OU=eng,O=acme\\, inc,C=DE"
+    assert subject_name(None) is None

@@ -19,6 +19,7 @@ from chronik.protocol.framing import (
     parse_header_prefix,
     response_header,
 )
+from chronik.security.principal import ANONYMOUS
 from chronik.security.sasl import AuthenticationFailed, SaslSession, State
 
 if TYPE_CHECKING:
@@ -79,6 +80,10 @@ class Connection:
         self.sasl: SaslSession | None = (
             broker.security.sasl_session() if listener is not None and listener.sasl else None
         )
+        self.tls_principal = ANONYMOUS
+        if listener is not None and listener.tls and not listener.sasl:
+            # Raises PrincipalRuleError for a subject no rule maps: serve() is not reached.
+            self.tls_principal = broker.security.tls_principal(writer.get_extra_info("peercert"))
         self.pool = broker.memory_pool
         self.reader = reader
         self.writer = writer
@@ -102,6 +107,12 @@ class Connection:
         self.handling = 0
         self.waiting_for_memory = False
         self._backlog_seen = 0
+
+    @property
+    def principal(self) -> str:
+        if self.sasl is not None:
+            return f"User:{self.sasl.user}" if self.sasl.complete else ANONYMOUS
+        return self.tls_principal
 
     async def serve(self) -> None:
         responder = asyncio.create_task(self._respond())
@@ -341,6 +352,7 @@ class Connection:
             client_host=self.client_host,
             sasl=self.sasl,
             listener=self.listener,
+            principal=self.principal,
         )
         response_flexible = flexible and api_key != API_VERSIONS_KEY
         pending.task = asyncio.create_task(

@@ -23,6 +23,9 @@ class RequestContext:
     sasl: Any = None
     # The listener the request came in on, by name (Kafka's listener name).
     listener: str = "PLAINTEXT"
+    # Who sent it (Kafka's principal): User:NAME after SASL, User:<certificate subject>
+    # with a TLS client certificate, else User:ANONYMOUS.
+    principal: str = "User:ANONYMOUS"
 
     @property
     def response_module(self) -> Any:

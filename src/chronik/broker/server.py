@@ -32,6 +32,7 @@ from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.security.broker_security import BrokerSecurity
 from chronik.security.credentials import SharedCredentials
 from chronik.security.listeners import ListenerSpec
+from chronik.security.principal import PrincipalRuleError
 from chronik.storage.catalog import Catalog
 from chronik.storage.compaction import CompactionJob
 from chronik.storage.file_cache import FILES
@@ -271,7 +272,13 @@ class Broker:
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, spec: ListenerSpec
     ) -> None:
-        conn = Connection(self, reader, writer, spec)
+        try:
+            conn = Connection(self, reader, writer, spec)
+        except PrincipalRuleError as exc:
+            peer = writer.get_extra_info("peername")
+            log.warning("closing connection from %s: %s", peer[0] if peer else "?", exc)
+            writer.close()
+            return
         self._connections.add(conn)
         try:
             await conn.serve()

@@ -10,11 +10,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from chronik.security.credentials import CredentialStore, SharedCredentials
 from chronik.security.listeners import ListenerError, ListenerSpec, parse_listeners
+from chronik.security.principal import ANONYMOUS, PrincipalMapper
 from chronik.security.sasl import SUPPORTED, SaslSession
-from chronik.security.tls import TlsSettings, server_context
+from chronik.security.tls import TlsSettings, server_context, subject_name
 
 log = logging.getLogger("chronik.security")
 
@@ -43,6 +45,7 @@ KEYS = (
     "ssl.client.auth",
     "ssl.enabled.protocols",
     "ssl.cipher.suites",
+    "ssl.principal.mapping.rules",
 )
 # Repeated failures from one address wait longer each time, up to this, and are
 # forgotten after FAILURE_MEMORY_SECONDS without one; at most FAILURE_HOSTS addresses
@@ -105,6 +108,7 @@ class BrokerSecurity:
         self.tls: ssl.SSLContext | None = None
         if any(s.tls for s in self.listeners):
             self.tls = server_context(self.tls_settings)
+        self.principals = PrincipalMapper(settings.get("ssl.principal.mapping.rules"))
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
         # (mechanism, "success" | "failure") -> count, for the metrics.
         self.outcomes: dict[tuple[str, str], int] = {}
@@ -136,6 +140,12 @@ class BrokerSecurity:
 
     def endpoints(self) -> list[tuple[str, str, int]]:
         return [(s.name, *s.advertised()) for s in self.listeners]
+
+    def tls_principal(self, peercert: dict[str, Any] | None) -> str:
+        """A TLS connection's principal: its client certificate's mapped subject, or
+        ANONYMOUS without one. Raises PrincipalRuleError when no rule matches."""
+        subject = subject_name(peercert)
+        return ANONYMOUS if subject is None else self.principals.from_subject(subject)
 
     def sasl_session(self) -> SaslSession:
         return SaslSession(self.mechanisms, self.store)
