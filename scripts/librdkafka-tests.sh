@@ -14,6 +14,9 @@
 # CLUSTER=1 runs three brokers and a ZooKeeper instead (scripts/cluster.py), for the
 # tests that create topics with replication factor 3, as librdkafka's own test cluster
 # has three brokers.
+# SECURITY=SSL, SASL_PLAINTEXT or SASL_SSL runs the single broker with that listener too
+# (a certificate made with openssl, a SCRAM user) and points every test client at it
+# (SCRAM-SHA-512; MECHANISM= picks PLAIN or SCRAM-SHA-256 instead).
 # Environment: PY (python with chronik, default .venv/bin/python), CHRONIK_SERVE_ARGS
 # (extra `chronik serve` arguments, e.g. "--set log.segment.bytes=1048576"), KEEP=1 keeps the
 # scratch directory; the runner's own variables (TEST_KAFKA_VERSION, TEST_DEBUG, ...)
@@ -103,12 +106,36 @@ sys.exit(0 if len(md.brokers) == 3 and md.controller_id > 0 else 1)" 2>/dev/null
     sleep 0.2
   done
 else
+  listen=(--listen "127.0.0.1:$port")
+  bootstrap="127.0.0.1:$port"
+  security=${SECURITY:-}
+  if [ -n "$security" ]; then
+    case $security in SSL|SASL_PLAINTEXT|SASL_SSL) ;; *) echo "$0: SECURITY=$security?" >&2; exit 2;; esac
+    mkdir -p "$work/pki"
+    (cd "$work/pki" &&
+      openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=test CA" \
+        -keyout ca.key -out ca.pem &&
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout broker.key \
+        -out broker.csr &&
+      printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >san.ext &&
+      openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+        -extfile san.ext -out broker.crt &&
+      cat broker.key broker.crt >broker.pem) >"$work/pki.log" 2>&1 ||
+      { echo "$0: openssl failed; see $work/pki.log" >&2; exit 1; }
+    printf 'tester-secret\n' | "$PY" -m chronik users add tester --password-stdin \
+      --data-dir "$work/data" >/dev/null || exit 1
+    secure_port=$(free_port)
+    listen=(--set "listeners=PLAINTEXT://127.0.0.1:$port,$security://127.0.0.1:$secure_port"
+            --set sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+            --set "ssl.keystore.location=$work/pki/broker.pem"
+            --set "ssl.truststore.location=$work/pki/ca.pem")
+    bootstrap="127.0.0.1:$secure_port"
+  fi
   # shellcheck disable=SC2086  # CHRONIK_SERVE_ARGS is a list of arguments
   # num.partitions=4 is what librdkafka's own test cluster (trivup) auto-creates topics with.
-  "$PY" -m chronik serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
+  "$PY" -m chronik serve --data-dir "$work/data" "${listen[@]}" \
     --set num.partitions=4 ${CHRONIK_SERVE_ARGS:-} >"$work/broker.log" 2>&1 &
   broker_pid=$!
-  bootstrap="127.0.0.1:$port"
   ready=0
   for _ in $(seq 1 100); do
     if ! kill -0 "$broker_pid" 2>/dev/null; then break; fi
@@ -128,6 +155,14 @@ fi
 echo "chronik on $bootstrap (data and logs in $work)"
 
 printf 'bootstrap.servers=%s\n' "$bootstrap" >"$work/test.conf"
+if [ -n "${SECURITY:-}" ]; then
+  printf 'security.protocol=%s\n' "$SECURITY" >>"$work/test.conf"
+  case $SECURITY in *SSL) printf 'ssl.ca.location=%s\n' "$work/pki/ca.pem" >>"$work/test.conf";; esac
+  case $SECURITY in SASL*)
+    printf 'sasl.mechanisms=%s\nsasl.username=tester\nsasl.password=tester-secret\n' \
+      "${MECHANISM:-SCRAM-SHA-512}" >>"$work/test.conf";;
+  esac
+fi
 mkdir -p "$work/run"
 export RDKAFKA_TEST_CONF=$work/test.conf
 # The runner must load the librdkafka it was built with, not a system copy.
