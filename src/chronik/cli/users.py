@@ -212,6 +212,7 @@ def _online(args: argparse.Namespace) -> int:
     from chronik.cli.clients import Cluster, wait
 
     cluster = Cluster.from_args(args)
+    cluster.metadata()  # reached and authenticated within --connect-timeout, or one error
     admin = cluster.admin
     kinds = {m: getattr(ScramMechanism, m.replace("-", "_")) for m in MECHANISMS}
     if args.action == "list":
