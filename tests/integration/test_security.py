@@ -586,7 +586,7 @@ def test_client_certificates_mapped_by_principal_rules(tmp_path: Path) -> None:
         for pem in (None, sb.client_pem):  # no certificate; OU=eng, which no rule maps
             failed: list[object] = []
             producer = Producer(with_cert(pem))
-            producer.produce(topic, b"refused", on_delivery=lambda err, _m: failed.append(err))
+            producer.produce(topic, b"refused", on_delivery=lambda err, _m, f=failed: f.append(err))
             producer.flush(8)
             assert failed and failed[0] is not None
         assert end_offset(sb.bootstrap("PLAINTEXT"), topic) == 1
