@@ -31,7 +31,11 @@ from .test_security import (  # noqa: E402
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    sb = start_secure_broker(tmp_path_factory.mktemp("spark-secure"))
+    # No failed-authentication delay here: test_security.py shows it.
+    sb = start_secure_broker(
+        tmp_path_factory.mktemp("spark-secure"),
+        **{"connection.failed.authentication.delay.ms": "0"},
+    )
     try:
         yield sb
     finally:
@@ -112,7 +116,7 @@ def test_fetch_reader_with_a_wrong_password_fails(secure: SecureBroker) -> None:
     with pytest.raises((AuthenticationError, KafkaException, TimeoutError)):
         list(fetch_read.read_range(
             consumer, topic, 0, 0, 10, include_headers=False, fail_on_data_loss=True,
-            poll_timeout_s=5, fallback=_no_fallback,
+            poll_timeout_s=3, fallback=_no_fallback,
         ))
     assert time.monotonic() - started < 30
 
