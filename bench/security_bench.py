@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from brokers import Chronik, chronik_command, free_port  # noqa: E402
-from transactions_bench import run_arguments, write_report  # noqa: E402
+from transactions_bench import run_arguments, timed_produce, write_report  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
@@ -105,16 +105,7 @@ def produce(conf: dict[str, Any], topic: str, count: int) -> float:
     for i in range(warmup(count)):
         p.produce(topic, key=b"w%d" % i, value=VALUE)
     assert p.flush(60) == 0
-    start = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, key=b"k%d" % (i % 1000), value=VALUE)
-                break
-            except BufferError:
-                p.poll(0.05)
-    assert p.flush(120) == 0
-    return count / (time.perf_counter() - start)
+    return timed_produce(p, topic, count, VALUE)
 
 
 def consume(conf: dict[str, Any], topic: str, count: int) -> float:

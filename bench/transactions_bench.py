@@ -50,12 +50,16 @@ def producer(bootstrap: str, **extra: str) -> Producer:
 
 
 def produce_idempotent(bootstrap: str, topic: str, count: int) -> float:
-    p = producer(bootstrap, **{"enable.idempotence": "true"})
+    return timed_produce(producer(bootstrap, **{"enable.idempotence": "true"}), topic, count)
+
+
+def timed_produce(p: Producer, topic: str, count: int, value: bytes = VALUE) -> float:
+    """Records per second for ``count`` keyed records, flushed at the end."""
     start = time.perf_counter()
     for i in range(count):
         while True:
             try:
-                p.produce(topic, key=b"k%d" % (i % 1000), value=VALUE)
+                p.produce(topic, key=b"k%d" % (i % 1000), value=value)
                 break
             except BufferError:
                 p.poll(0.05)

@@ -141,64 +141,31 @@ class ZooKeeperUsers:
         self.client.stop()
         self.client.close()
 
-    def _config(self, user: str) -> dict[str, str]:
-        from kazoo.exceptions import NoNodeError
+    def _change(self, changes: list[tuple[str, str, str | None]]) -> None:
+        from chronik.cluster.users import write_users
 
-        from chronik.cluster import znodes
-
-        try:
-            data, _ = self.client.get(znodes.user_path(user))
-        except NoNodeError:
-            return {}
-        return znodes.parse_config(data)
-
-    def _write(self, user: str, config: dict[str, str]) -> None:
-        from chronik.cluster import znodes
-
-        path = znodes.user_path(user)
-        if self.client.exists(path):
-            self.client.set(path, znodes.config_value(config))
-        else:
-            self.client.create(path, znodes.config_value(config), makepath=True)
-        self.client.create(
-            f"{znodes.CONFIG_CHANGES}/config_change_",
-            znodes.config_change_value(user, "users"),
-            sequence=True,
-            makepath=True,
-        )
+        write_users(self.client, changes)
 
     def upsert(self, user: str, mechanism: str, credential: Any) -> None:
-        config = self._config(user)
-        config[mechanism] = credential.to_kafka()
-        self._write(user, config)
+        self._change([(user, mechanism, credential.to_kafka())])
 
     def delete(self, user: str, mechanism: str | None = None) -> bool:
-        config = self._config(user)
-        if not config or (mechanism is not None and mechanism not in config):
-            return False
-        if mechanism is None:
-            config.clear()
-        else:
-            del config[mechanism]
-        self._write(user, config)
-        return True
+        from chronik.cluster.users import read_user
+
+        config, _ = read_user(self.client, user)
+        gone = list(config) if mechanism is None else [mechanism] if mechanism in config else []
+        if gone:
+            self._change([(user, m, None) for m in gone])
+        return bool(gone)
 
     def users(self) -> dict[str, dict[str, Any]]:
-        from kazoo.exceptions import NoNodeError
-
-        from chronik.cluster import znodes
+        from chronik.cluster.users import read_users
         from chronik.security.scram import ScramCredential
 
-        try:
-            names = self.client.get_children(znodes.CONFIG_USERS)
-        except NoNodeError:
-            return {}
-        found = {}
-        for name in names:
-            config = self._config(name)
-            if config:
-                found[name] = {m: ScramCredential.from_kafka(t) for m, t in config.items()}
-        return found
+        return {
+            name: {m: ScramCredential.from_kafka(t) for m, t in config.items()}
+            for name, config in read_users(self.client).items()
+        }
 
 
 def _online(args: argparse.Namespace) -> int:

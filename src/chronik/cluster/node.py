@@ -21,6 +21,7 @@ from chronik.cluster import znodes
 from chronik.cluster.controller import Controller
 from chronik.cluster.replica_manager import ReplicaManager
 from chronik.cluster.session import KazooState, ZkSession, ZooKeeperUnavailable
+from chronik.cluster.users import write_users
 from chronik.cluster.view import ClusterView
 from chronik.cluster.watcher import Watcher
 from chronik.cluster.znodes import Assignment, BrokerInfo
@@ -670,39 +671,8 @@ class ClusterNode:
         )
 
     def _write_users(self, changes: list[tuple[str, str, str | None]]) -> None:
-        client = self.session.client
-        assert client is not None
-        for user in dict.fromkeys(user for user, _, _ in changes):
-            path = znodes.user_path(user)
-            # Read, change, write back at the version read; another broker's change
-            # meanwhile makes the write fail, and it is done again on what that wrote.
-            for attempt in range(5):
-                try:
-                    data, stat = client.get(path)
-                    config, version = znodes.parse_config(data), stat.version
-                except NoNodeError:
-                    config, version = {}, -1
-                for name, mechanism, text in changes:
-                    if name != user:
-                        continue
-                    if text is None:
-                        config.pop(mechanism, None)
-                    else:
-                        config[mechanism] = text
-                try:
-                    if version < 0:
-                        client.create(path, znodes.config_value(config), makepath=True)
-                    else:
-                        client.set(path, znodes.config_value(config), version)
-                    break
-                except (BadVersionError, NodeExistsError):
-                    if attempt == 4:
-                        raise
-            client.create(
-                f"{znodes.CONFIG_CHANGES}/config_change_",
-                znodes.config_change_value(user, "users"),
-                sequence=True,
-            )
+        assert self.session.client is not None
+        write_users(self.session.client, changes)
 
     def topic_configs(self, name: str) -> dict[str, str] | None:
         topic = self.view.topics.get(name)

@@ -93,18 +93,7 @@ class Watcher:
                 if name in self._user_watches:
                     continue
                 self._user_watches.add(name)
-            DataWatch(client, znodes.user_path(name), self._user_callback(name))
-
-    def _user_callback(self, name: str) -> Any:
-        def on_change(data: bytes | None, stat: Any) -> None:
-            try:
-                config = znodes.parse_config(data)
-            except (ValueError, TypeError, AttributeError) as exc:
-                log.warning("ignoring unreadable credentials of user %s: %s", name, exc)
-                return
-            self.session.to_loop(self._set_user, name, config)
-
-        return on_change
+            DataWatch(client, znodes.user_path(name), self._config_callback(name, "user"))
 
     def _topic_callback(self, name: str) -> Any:
         def on_change(data: bytes | None, stat: Any) -> None:
@@ -145,14 +134,18 @@ class Watcher:
 
         return on_change
 
-    def _config_callback(self, name: str) -> Any:
+    def _config_callback(self, name: str, entity: str = "topic") -> Any:
+        """For a `{"version":1,"config":{...}}` znode: a topic's overrides, or a user's
+        credentials (``entity`` "user")."""
+        apply = self._set_user if entity == "user" else self._set_configs
+
         def on_change(data: bytes | None, stat: Any) -> None:
             try:
-                configs = znodes.parse_config(data)
+                config = znodes.parse_config(data)
             except (ValueError, TypeError, AttributeError) as exc:
-                log.warning("ignoring unreadable configs of topic %s: %s", name, exc)
+                log.warning("ignoring unreadable config of %s %s: %s", entity, name, exc)
                 return
-            self.session.to_loop(self._set_configs, name, configs)
+            self.session.to_loop(apply, name, config)
 
         return on_change
 

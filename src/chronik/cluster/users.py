@@ -1,0 +1,65 @@
+"""SCRAM users in ZooKeeper, as Kafka's ZooKeeper mode kept them (format in znodes.py:
+/config/users/<user> and a /config/changes notice per change). Shared by the brokers
+(AlterUserScramCredentials) and `chronik users --zookeeper`; both go through a kazoo
+client on the cluster's chroot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from chronik.cluster import znodes
+
+# How often a read-change-write is tried again when another writer got there first.
+ATTEMPTS = 5
+
+
+def read_user(client: Any, user: str) -> tuple[dict[str, str], int]:
+    """The user's mechanism -> credential strings, and the znode version (-1: none)."""
+    try:
+        data, stat = client.get(znodes.user_path(user))
+    except NoNodeError:
+        return {}, -1
+    return znodes.parse_config(data), stat.version
+
+
+def read_users(client: Any) -> dict[str, dict[str, str]]:
+    try:
+        names = client.get_children(znodes.CONFIG_USERS)
+    except NoNodeError:
+        return {}
+    found = {name: read_user(client, name)[0] for name in names}
+    return {name: config for name, config in found.items() if config}
+
+
+def write_users(client: Any, changes: list[tuple[str, str, str | None]]) -> None:
+    """(user, mechanism, credential string or None to remove), each user's znode read,
+    changed and written back at the version read: another writer's change meanwhile
+    makes the write fail, and it is done again on what that wrote."""
+    for user in dict.fromkeys(user for user, _, _ in changes):
+        path = znodes.user_path(user)
+        for attempt in range(ATTEMPTS):
+            config, version = read_user(client, user)
+            for name, mechanism, text in changes:
+                if name != user:
+                    continue
+                if text is None:
+                    config.pop(mechanism, None)
+                else:
+                    config[mechanism] = text
+            try:
+                if version < 0:
+                    client.create(path, znodes.config_value(config), makepath=True)
+                else:
+                    client.set(path, znodes.config_value(config), version)
+                break
+            except (BadVersionError, NodeExistsError):
+                if attempt == ATTEMPTS - 1:
+                    raise
+        client.create(
+            f"{znodes.CONFIG_CHANGES}/config_change_",
+            znodes.config_change_value(user, "users"),
+            sequence=True,
+            makepath=True,
+        )
