@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from conftest import BrokerProcess, free_port
 
@@ -597,3 +597,42 @@ def test_client_certificates_mapped_by_principal_rules(tmp_path: Path) -> None:
         assert "no ssl.principal.mapping.rules rule matches CN=alice,OU=eng" in sb.log()
     finally:
         sb.broker.kill()
+
+
+def test_user_change_on_a_full_disk_is_an_error_code_not_a_closed_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AlterUserScramCredentials while the credentials file cannot be written: the
+    client hears an error for the user, nothing changes, and once the disk has room
+    again the same change works."""
+    import errno
+
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    from chronik.broker.embedded import EmbeddedBroker
+    from chronik.security import credentials
+
+    def full(fd: int, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    upsert = UserScramCredentialUpsertion(
+        "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"dave-Secret-5"
+    )
+    with EmbeddedBroker(tmp_path / "data") as embedded:
+        admin = AdminClient({"bootstrap.servers": embedded.bootstrap})
+        monkeypatch.setattr(credentials, "write_all", full)
+        with pytest.raises(KafkaException) as refused:
+            for future in admin.alter_user_scram_credentials([upsert]).values():
+                future.result(30)
+        assert refused.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR
+        assert "No space left on device" in refused.value.args[0].str()
+        monkeypatch.undo()
+        assert admin.describe_user_scram_credentials().result(30) == {}
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(30)
+        assert set(admin.describe_user_scram_credentials().result(30)) == {"dave"}

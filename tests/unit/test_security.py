@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,26 @@ def test_certificate_subject_named_as_java_names_it() -> None:
                             (("organizationalUnitName", "eng"),), (("commonName", "alice"),))}
     assert subject_name(peercert) == "CN=alice,OU=eng,O=acme\\, inc,C=DE"
     assert subject_name(None) is None
+
+
+def test_credentials_file_on_a_full_disk_stays_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    from chronik.security import credentials
+
+    store = CredentialStore(tmp_path)
+    store.upsert("alice", "SCRAM-SHA-256", make_credential("SCRAM-SHA-256", "a"))
+    before = (tmp_path / "security" / "users.json").read_bytes()
+
+    def full(fd: int, data: bytes) -> None:
+        os.write(fd, data[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(credentials, "write_all", full)
+    with pytest.raises(OSError):
+        store.apply([("bob", "SCRAM-SHA-256", make_credential("SCRAM-SHA-256", "b")),
+                     ("alice", "SCRAM-SHA-256", None)])
+    assert (tmp_path / "security" / "users.json").read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "security").iterdir()) == ["users.json"]
+    assert set(store.users()) == {"alice"}
+    assert set(CredentialStore(tmp_path).users()) == {"alice"}

@@ -9,6 +9,7 @@ changes is made, an unknown mechanism UNSUPPORTED_SASL_MECHANISM, iterations out
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
@@ -21,6 +22,8 @@ from chronik.security.scram import (
     ScramCredential,
     from_salted_password,
 )
+
+log = logging.getLogger("chronik.security")
 
 API_KEY = 51
 VERSIONS = (0, 0)
@@ -66,18 +69,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 mech, bytes(upsert.salted_password), bytes(upsert.salt), upsert.iterations
             )
         made.append((name, mech, credential))
-    cluster = ctx.broker.cluster
-    if cluster is not None:
-        # A cluster keeps them in ZooKeeper (/config/users), for every broker.
-        await cluster.alter_user_credentials(
-            [(n, m, c.to_kafka() if c is not None else None) for n, m, c in made]
-        )
-    else:
-        for name, mech, credential in made:
-            if credential is None:
-                store.delete(name, mech)
-            else:
-                store.upsert(name, mech, credential)
+    try:
+        await _write(ctx, made)
+    except Exception as exc:  # a full disk, ZooKeeper away: each user hears of it
+        code = getattr(exc, "code", None)
+        if code is None and not isinstance(exc, OSError):
+            raise
+        log.warning("cannot store SCRAM credentials: %s", exc)
+        for name, _, _ in made:
+            failed[name] = (code or errors.KAFKA_STORAGE_ERROR, f"Credentials not stored: {exc}")
     results = tuple(
         ctx.build(
             "AlterUserScramCredentialsResult",
@@ -88,3 +88,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for name in dict.fromkeys(n for n, _, _ in changes)
     )
     return ctx.build("AlterUserScramCredentialsResponse", throttle_time=0, results=results)
+
+
+async def _write(ctx: RequestContext, made: list[tuple[str, str, ScramCredential | None]]) -> None:
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        # A cluster keeps them in ZooKeeper (/config/users), for every broker.
+        await cluster.alter_user_credentials(
+            [(n, m, c.to_kafka() if c is not None else None) for n, m, c in made]
+        )
+        return
+    ctx.broker.security.store.apply(made)

@@ -67,32 +67,34 @@ class CredentialStore:
         return {name: dict(creds) for name, creds in self._users.items()}
 
     def upsert(self, user: str, mechanism: str, credential: ScramCredential) -> None:
-        if mechanism not in MECHANISMS:
-            raise CredentialError(f"unknown SCRAM mechanism {mechanism}")
-        if not user:
-            raise CredentialError("a user name cannot be empty")
-        with self._lock:
-            users = self.users()
-            users.setdefault(user, {})[mechanism] = credential
-            self._write(users)
-            self._users = users
+        self.apply([(user, mechanism, credential)])
 
     def delete(self, user: str, mechanism: str | None = None) -> bool:
         """Remove one mechanism's credential (or all of the user's); whether any was there."""
+        creds = self._users.get(user, {})
+        gone = list(creds) if mechanism is None else [mechanism] if mechanism in creds else []
+        if gone:
+            self.apply([(user, m, None) for m in gone])
+        return bool(gone)
+
+    def apply(self, changes: list[tuple[str, str, ScramCredential | None]]) -> None:
+        """(user, mechanism, credential or None to remove) all at once: one write of the
+        file, and none of them if it fails."""
         with self._lock:
             users = self.users()
-            creds = users.get(user)
-            if not creds or (mechanism is not None and mechanism not in creds):
-                return False
-            if mechanism is None:
-                del users[user]
-            else:
-                del creds[mechanism]
-                if not creds:
-                    del users[user]
+            for user, mechanism, credential in changes:
+                if mechanism not in MECHANISMS:
+                    raise CredentialError(f"unknown SCRAM mechanism {mechanism}")
+                if not user:
+                    raise CredentialError("a user name cannot be empty")
+                if credential is not None:
+                    users.setdefault(user, {})[mechanism] = credential
+                elif user in users:
+                    users[user].pop(mechanism, None)
+                    if not users[user]:
+                        del users[user]
             self._write(users)
             self._users = users
-            return True
 
     def _write(self, users: dict[str, dict[str, ScramCredential]]) -> None:
         directory = self.path.parent
@@ -107,11 +109,16 @@ class CredentialStore:
         temporary = self.path.with_suffix(".json.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            write_all(fd, json.dumps(body, indent=1).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, self.path)
+            try:
+                write_all(fd, json.dumps(body, indent=1).encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temporary, self.path)
+        except OSError:
+            # A full disk: the file in place is the last whole one; no half-written copy stays.
+            temporary.unlink(missing_ok=True)
+            raise
         fsync_dir(directory)
 
 
