@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chronik.protocol import compat
+from chronik.security.acls import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
     from chronik.broker.server import Broker
@@ -37,3 +38,24 @@ class RequestContext:
 
     def build(self, name: str, /, **fields: Any) -> Any:
         return compat.build(self.schema(name), **fields)
+
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the request's principal may do this (always, without an authorizer)."""
+        return self.broker.authorizer.authorize(
+            self.principal, self.client_host, operation, resource_type, name
+        )
+
+    def allowed_on_cluster(self, operation: Operation) -> bool:
+        return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def allowed_on_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether some resource of the type allows the operation."""
+        return self.broker.authorizer.authorize_any(
+            self.principal, self.client_host, operation, resource_type
+        )
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """Kafka's authorized-operations bit set for the resource."""
+        return self.broker.authorizer.operations(
+            self.principal, self.client_host, resource_type, name
+        )

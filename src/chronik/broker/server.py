@@ -29,6 +29,9 @@ from chronik.broker.listener import Bound, Listener, bind
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
 from chronik.coordinator.producer_ids import ProducerIdAllocator
+from chronik.security.acl_store import AclFile
+from chronik.security.acls import AclError
+from chronik.security.authorizer import Authorizer
 from chronik.security.broker_security import BrokerSecurity
 from chronik.security.credentials import SharedCredentials
 from chronik.security.listeners import ListenerSpec
@@ -97,6 +100,7 @@ class Broker:
             advertised_host,
             clustered=self.config.clustered,
         )
+        self.authorizer = Authorizer(self.config.values)
         # This broker as other brokers reach it: its inter-broker listener.
         self.host, self.port = self.security.inter_broker.advertised()
         self.node_id = self.config.node_id
@@ -134,6 +138,17 @@ class Broker:
             await self._connect_cluster()
         else:
             self.cluster_id = _load_cluster_id(self.data_dir)
+            try:
+                self.authorizer.use(AclFile(self.data_dir))
+            except AclError as exc:
+                raise BrokerStartError(str(exc)) from None
+        if self.authorizer.enabled:
+            log.info(
+                "ACLs are checked: %d bindings, super users: %s, allow.everyone.if.no.acl.found=%s",
+                len(self.authorizer.source.acls) if self.authorizer.source else 0,
+                ", ".join(sorted(self.authorizer.super_users)) or "none",
+                str(self.authorizer.allow_if_none).lower(),
+            )
         for key in self.config.ignored_keys():
             log.warning("config %s is accepted but has no effect on chronik", key)
         # Raised first: the log file cache and max.connections are sized from it.

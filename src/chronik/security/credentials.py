@@ -14,13 +14,12 @@ same strings, so credentials move between the two unchanged. No password is stor
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from chronik.security.scram import MECHANISMS, ScramCredential
-from chronik.storage.diskio import fsync_dir, write_all
+from chronik.storage.diskio import replace_file
 
 FILE = Path("security") / "users.json"
 
@@ -97,8 +96,6 @@ class CredentialStore:
             self._users = users
 
     def _write(self, users: dict[str, dict[str, ScramCredential]]) -> None:
-        directory = self.path.parent
-        directory.mkdir(parents=True, exist_ok=True)
         body = {
             "version": 1,
             "users": {
@@ -106,20 +103,7 @@ class CredentialStore:
                 for name, creds in sorted(users.items())
             },
         }
-        temporary = self.path.with_suffix(".json.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            try:
-                write_all(fd, json.dumps(body, indent=1).encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temporary, self.path)
-        except OSError:
-            # A full disk: the file in place is the last whole one; no half-written copy stays.
-            temporary.unlink(missing_ok=True)
-            raise
-        fsync_dir(directory)
+        replace_file(self.path, json.dumps(body, indent=1).encode(), 0o600)
 
 
 class SharedCredentials:

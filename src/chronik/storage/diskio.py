@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
@@ -28,3 +29,24 @@ def fsync_dir(path: os.PathLike[str] | str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Make ``path`` hold ``data``, whole or not at all: written beside, fsynced, renamed
+    over it, the directory fsynced. On a full disk the old file stays and no half-written
+    copy is left."""
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
+    fsync_dir(directory)
