@@ -275,6 +275,16 @@ class Broker:
                 "to another cluster"
             )
         _write_meta_properties(self.data_dir, self.cluster_id, self.node_id)
+        # The ACLs are ZooKeeper's /kafka-acl, shared by every broker, not a local file.
+        from chronik.cluster.acls import ZkAcls
+
+        acls = ZkAcls(self.cluster.session)
+        try:
+            await acls.start()
+        except Exception as exc:
+            await self.cluster.stop()
+            raise BrokerStartError(f"cannot read the ACLs from ZooKeeper: {exc}") from None
+        self.authorizer.use(acls)
 
     def reload_tls(self) -> None:
         """New TLS connections use key and trust stores read anew (SIGHUP, or a change of

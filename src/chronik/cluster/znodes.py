@@ -23,6 +23,19 @@
 #   /admin/delete_topics/<t>         empty: a deletion asked for, done by the controller
 #   /latest_producer_id_block        {"version":1,"broker":N,"block_start":"s",
 #                                    "block_end":"e"}: the last block of producer ids taken
+#   /kafka-acl/<Type>/<name>         {"version":1,"acls":[{"principal":"User:alice",
+#                                    "permissionType":"Allow","operation":"Read",
+#                                    "host":"*"}]}: the LITERAL bindings of one resource;
+#                                    <Type> is Topic, Group, Cluster, TransactionalId,
+#                                    DelegationToken or User; deleted when emptied
+#   /kafka-acl-extended/prefixed/<Type>/<name>
+#                                    the same, for the PREFIXED bindings of a prefix
+#   /kafka-acl-changes/acl_changes_<seq>
+#                                    UTF-8 text "TOPIC:<name>" (the Java enum's name, then
+#                                    the resource's): a LITERAL resource's bindings changed
+#   /kafka-acl-extended-changes/acl_changes_<seq>
+#                                    {"version":1,"resourceType":"TOPIC","name":n,
+#                                    "patternType":"PREFIXED"}: a PREFIXED one's did
 from __future__ import annotations
 
 import base64
@@ -42,6 +55,14 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_USERS = "/config/users"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+ACLS = "/kafka-acl"
+ACLS_EXTENDED = "/kafka-acl-extended"
+ACLS_PREFIXED = "/kafka-acl-extended/prefixed"
+ACL_CHANGES = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+# The resource types Kafka's authorizer makes a znode for under each ACL root at start.
+ACL_RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken", "User")
 # What Kafka's brokers create at start, so its tools find the tree they expect.
 PERSISTENT_PATHS = (
     BROKER_IDS,
@@ -84,6 +105,19 @@ def user_path(user: str) -> str:
 
 def delete_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
+
+
+def acl_root(prefixed: bool) -> str:
+    return ACLS_PREFIXED if prefixed else ACLS
+
+
+def acl_path(resource_type: str, name: str, prefixed: bool) -> str:
+    """``resource_type`` as Kafka names it in the path (Topic, TransactionalId, ...)."""
+    return f"{acl_root(prefixed)}/{resource_type}/{name}"
+
+
+def acl_changes_path(prefixed: bool) -> str:
+    return ACL_EXTENDED_CHANGES if prefixed else ACL_CHANGES
 
 
 def _dump(value: Any) -> bytes:
@@ -269,3 +303,38 @@ def parse_producer_id_block(data: bytes | None) -> int:
     if not data:
         return -1
     return int(json.loads(data)["block_end"])
+
+
+def acls_value(entries: list[dict[str, str]]) -> bytes:
+    """A resource's znode: each entry {"principal","permissionType","operation","host"}."""
+    return _dump({"version": 1, "acls": entries})
+
+
+def parse_acls(data: bytes | None) -> list[dict[str, Any]]:
+    if not data:
+        return []
+    entries = json.loads(data)["acls"]
+    if not isinstance(entries, list):
+        raise ValueError("acls is not a list")
+    return entries
+
+
+def acl_change_value(resource_type: str, name: str, pattern: str) -> bytes:
+    """A change notice; ``resource_type`` and ``pattern`` are Java enum names (TOPIC,
+    TRANSACTIONAL_ID; LITERAL, PREFIXED). LITERAL: Kafka's legacy "TYPE:name" text."""
+    if pattern == "LITERAL":
+        return f"{resource_type}:{name}".encode()
+    return _dump(
+        {"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern}
+    )
+
+
+def parse_acl_change(data: bytes, prefixed: bool) -> tuple[str, str, str]:
+    """(resource type, name, pattern), as Java enum names, of a change notice."""
+    if not prefixed:
+        resource_type, sep, name = data.decode().partition(":")
+        if not sep:
+            raise ValueError(f"not TYPE:NAME: {data!r}")
+        return resource_type.upper(), name, "LITERAL"
+    value = json.loads(data)
+    return str(value["resourceType"]).upper(), str(value["name"]), str(value["patternType"]).upper()
