@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("chronik.cli.bench", "producer and consumer throughput and latency"),
     "cluster": ("chronik.cli.cluster", "brokers, the controller and partition leaders"),
     "users": ("chronik.cli.users", "add, delete and list SCRAM users"),
+    "acls": ("chronik.cli.acls", "add, list and remove ACL bindings"),
     "transactions": (
         "chronik.cli.transactions",
         "list and describe transactions and the producers of a partition",
