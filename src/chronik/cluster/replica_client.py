@@ -1,5 +1,13 @@
 """A broker's own Kafka client for talking to other brokers: a follower's Fetch and
-OffsetForLeaderEpoch requests to a partition's leader.
+OffsetForLeaderEpoch requests to a partition's leader, the transaction coordinator's
+WriteTxnMarkers.
+
+With the inter-broker listener's security (chronik.security.broker_security's
+ClientSecurity) the connection is TLS (SSL, SASL_SSL) and authenticates right after
+connecting with SaslHandshake v1 and SaslAuthenticate (SASL_PLAINTEXT, SASL_SSL), as
+Kafka's brokers do. A refused authentication is logged once and raised as
+AuthenticationRefused (a BrokerUnreachable, so callers retry as for a broker away); the
+client connects again only after RETRY_AFTER_REFUSAL seconds.
 
 Wire format: Kafka's framing (int32 size, then request header v1 or v2 for flexible
 versions: int16 api_key, int16 api_version, int32 correlation_id, string client_id,
@@ -12,23 +20,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import ssl
 import struct
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from kio.index import load_payload_module, load_response_schema
 from kio.static.constants import EntityType
 
 from chronik.protocol.compat import decode, encode
+from chronik.security.sasl_client import AuthenticationError, exchange
 
+if TYPE_CHECKING:
+    from chronik.security.broker_security import ClientSecurity
+
+log = logging.getLogger("chronik.replication")
 _SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")
 # Answers larger than this are refused (replica.fetch.response.max.bytes plus room for
 # the first batch that may exceed it, KIP-74).
 MAX_RESPONSE_BYTES = 1 << 30
+# How long a connection's TLS handshake and SASL exchange may take together.
+AUTHENTICATION_TIMEOUT = 30.0
+# After the other broker refused this one's credentials, no new attempt before this.
+RETRY_AFTER_REFUSAL = 5.0
 
 
 class BrokerUnreachable(Exception):
     """The other broker cannot be reached, or its connection broke."""
+
+
+class AuthenticationRefused(BrokerUnreachable):
+    """The other broker refused this one's SASL credentials (or the exchange failed)."""
 
 
 def request_module(api_key: int, version: int) -> Any:
@@ -36,23 +60,100 @@ def request_module(api_key: int, version: int) -> Any:
 
 
 class BrokerClient:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout: float = 5.0):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        connect_timeout: float = 5.0,
+        security: ClientSecurity | None = None,
+    ):
         self.host = host
         self.port = port
         self._client_id = client_id.encode()
         self._connect_timeout = connect_timeout
+        self._security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
         self._lock = asyncio.Lock()
+        self._refused_until = 0.0
+        self._refusal = ""
 
     async def _connect(self) -> None:
+        security = self._security
+        if time.monotonic() < self._refused_until:
+            raise AuthenticationRefused(self._refusal)
+        tls = security.tls if security is not None else None
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self._connect_timeout
+                asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=tls,
+                    server_hostname=self.host if tls is not None else None,
+                ),
+                self._connect_timeout if tls is None else AUTHENTICATION_TIMEOUT,
             )
+        except ssl.SSLError as exc:
+            raise BrokerUnreachable(
+                f"{self.host}:{self.port}: TLS handshake failed: {exc.reason or exc}"
+            ) from None
         except (OSError, TimeoutError) as exc:
             raise BrokerUnreachable(f"{self.host}:{self.port}: {exc or 'timed out'}") from None
+        if security is None or security.credentials is None:
+            return
+        try:
+            await asyncio.wait_for(self._authenticate(security), AUTHENTICATION_TIMEOUT)
+        except AuthenticationError as exc:
+            self.close()
+            self._refusal = (
+                f"{self.host}:{self.port} refused authentication as "
+                f"{security.credentials.user} with {security.mechanism}: {exc}"
+            )
+            if not self._refused_until:
+                log.warning("broker at %s; trying again in %.0f s", self._refusal,
+                            RETRY_AFTER_REFUSAL)
+            self._refused_until = time.monotonic() + RETRY_AFTER_REFUSAL
+            raise AuthenticationRefused(self._refusal) from None
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, BrokerUnreachable) as exc:
+            self.close()
+            raise BrokerUnreachable(
+                f"{self.host}:{self.port}: during authentication: {type(exc).__name__} {exc}"
+                .rstrip()
+            ) from None
+        if self._refused_until:
+            log.info("broker at %s:%d took this broker's credentials again", self.host,
+                     self.port)
+            self._refused_until = 0.0
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        assert security.mechanism is not None and security.credentials is not None
+        steps = exchange(security.mechanism, security.credentials)
+        try:
+            api_key, version, body = next(steps)
+            while True:
+                answer = await self._exchange(api_key, version, False, body)
+                api_key, version, body = steps.send(answer[4:])
+        except StopIteration:
+            return
+
+    async def _exchange(self, api_key: int, version: int, flexible: bool, body: bytes) -> bytes:
+        """Send one request; its answer's frame (from the correlation id on)."""
+        assert self._reader is not None and self._writer is not None
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        correlation = self._correlation
+        header = _HEADER.pack(api_key, version, correlation, len(self._client_id))
+        header += self._client_id
+        if flexible:
+            header += b"\x00"
+        frame = header + body
+        self._writer.write(_SIZE.pack(len(frame)) + frame)
+        answer = await self._read_frame()
+        (got,) = _SIZE.unpack_from(answer, 0)
+        if got != correlation:
+            raise BrokerUnreachable("answer out of order")
+        return answer
 
     async def request(self, entity: Any, timeout: float, raw: bool = False) -> Any:
         """Send one request and return its decoded response (with ``raw``, the
@@ -61,27 +162,20 @@ class BrokerClient:
             if self._writer is None:
                 await self._connect()
             assert self._reader is not None and self._writer is not None
-            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-            correlation = self._correlation
-            header = _HEADER.pack(
-                entity.__api_key__, entity.__version__, correlation, len(self._client_id)
-            ) + self._client_id
-            if entity.__flexible__:
-                header += b"\x00"
-            body = header + encode(entity)
+            flexible = bool(entity.__flexible__)
             try:
-                self._writer.write(_SIZE.pack(len(body)) + body)
-                frame = await asyncio.wait_for(self._read_frame(), timeout)
+                frame = await asyncio.wait_for(
+                    self._exchange(
+                        entity.__api_key__, entity.__version__, flexible, encode(entity)
+                    ),
+                    timeout,
+                )
             except (OSError, TimeoutError, asyncio.IncompleteReadError, BrokerUnreachable) as exc:
                 self.close()
                 raise BrokerUnreachable(
                     f"{self.host}:{self.port}: {type(exc).__name__} {exc}".rstrip()
                 ) from None
-            (got,) = _SIZE.unpack_from(frame, 0)
-            if got != correlation:
-                self.close()
-                raise BrokerUnreachable(f"{self.host}:{self.port}: answer out of order")
-            offset = 5 if entity.__flexible__ else 4
+            offset = 5 if flexible else 4
             if raw:
                 return frame[offset:]
             cls = load_response_schema(entity.__api_key__, entity.__version__)

@@ -17,7 +17,12 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from chronik.cluster.replica_client import BrokerClient, BrokerUnreachable, request_module
+from chronik.cluster.replica_client import (
+    AuthenticationRefused,
+    BrokerClient,
+    BrokerUnreachable,
+    request_module,
+)
 from chronik.protocol import errors
 from chronik.protocol.compat import build
 
@@ -87,7 +92,9 @@ class ReplicaFetcher:
             except BrokerUnreachable as exc:
                 if not self._failing:
                     self._failing = True
-                    log.warning("cannot fetch from broker %d: %s", self.leader_id, exc)
+                    # A refusal was logged by the client, with its reason.
+                    if not isinstance(exc, AuthenticationRefused):
+                        log.warning("cannot fetch from broker %d: %s", self.leader_id, exc)
                 await self.manager.wait_changed(self.backoff or 0.1)
             except Exception:
                 log.exception("fetching from broker %d failed", self.leader_id)
@@ -102,7 +109,10 @@ class ReplicaFetcher:
             if client is not None:
                 client.close()
             client = BrokerClient(
-                info.host, info.port, f"chronik-replica-fetcher-{self.manager.node_id}"
+                info.host,
+                info.port,
+                f"chronik-replica-fetcher-{self.manager.node_id}",
+                security=self.manager.node.broker.security.client,
             )
             self._client = client
         return client

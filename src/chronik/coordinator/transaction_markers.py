@@ -57,7 +57,12 @@ class MarkerSender:
         if client is None or (client.host, client.port) != (info.host, info.port):
             if client is not None:
                 client.close()
-            client = BrokerClient(info.host, info.port, f"txn-markers-{self.broker.node_id}")
+            client = BrokerClient(
+                info.host,
+                info.port,
+                f"txn-markers-{self.broker.node_id}",
+                security=self.broker.security.client,
+            )
             self._clients[node_id] = client
         return client
 

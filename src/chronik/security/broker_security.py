@@ -1,5 +1,15 @@
 """A broker's security settings in one place: its listeners, their TLS contexts, the SASL
-mechanisms and credentials, and what a failed authentication costs its client."""
+mechanisms and credentials, what a failed authentication costs its client, and how it
+connects to the other brokers of its cluster (ClientSecurity).
+
+Between brokers, with Kafka's settings: the inter-broker listener
+(`inter.broker.listener.name`, or `security.inter.broker.protocol` naming a listener
+after its protocol) decides TLS and SASL; TLS checks the other broker against the trust
+store and presents this broker's key store certificate, with the host name checked as
+`ssl.endpoint.identification.algorithm` says; SASL uses
+`sasl.mechanism.inter.broker.protocol` with the username and password of
+`listener.name.<listener>.<mechanism>.sasl.jaas.config` (lowercased names) or
+`sasl.jaas.config`."""
 
 from __future__ import annotations
 
@@ -9,6 +19,7 @@ import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +27,8 @@ from chronik.security.credentials import CredentialStore, SharedCredentials
 from chronik.security.listeners import ListenerError, ListenerSpec, parse_listeners
 from chronik.security.principal import ANONYMOUS, PrincipalMapper
 from chronik.security.sasl import SUPPORTED, SaslSession
-from chronik.security.tls import TlsSettings, server_context, subject_name
+from chronik.security.sasl_client import Credentials, JaasError, jaas_credentials
+from chronik.security.tls import TlsSettings, client_context, server_context, subject_name
 
 log = logging.getLogger("chronik.security")
 
@@ -32,6 +44,10 @@ KEYS = (
     "advertised.listeners",
     "listener.security.protocol.map",
     "inter.broker.listener.name",
+    "security.inter.broker.protocol",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.jaas.config",
+    "ssl.endpoint.identification.algorithm",
     *DEFAULTS,
     "ssl.keystore.type",
     "ssl.keystore.location",
@@ -53,6 +69,20 @@ KEYS = (
 MAX_FAILURE_DELAY_SECONDS = 5.0
 FAILURE_MEMORY_SECONDS = 60.0
 FAILURE_HOSTS = 10_000
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass
+class ClientSecurity:
+    """How this broker connects to the others: the inter-broker listener's protocol, a
+    TLS client context (SSL, SASL_SSL; replaced when the stores are reloaded) and the
+    SASL mechanism and credentials (SASL_PLAINTEXT, SASL_SSL)."""
+
+    listener: str
+    protocol: str
+    tls: ssl.SSLContext | None = None
+    mechanism: str | None = None
+    credentials: Credentials | None = None
 
 
 class BrokerSecurity:
@@ -78,16 +108,28 @@ class BrokerSecurity:
             self.listeners = [ListenerSpec("PLAINTEXT", "PLAINTEXT", host, port, advertised_host)]
         names = [s.name for s in self.listeners]
         inter = settings.get("inter.broker.listener.name", "").strip().upper()
+        inter_protocol = settings.get("security.inter.broker.protocol", "").strip().upper()
+        if inter and inter_protocol:
+            raise ListenerError(
+                "set inter.broker.listener.name or security.inter.broker.protocol, not both"
+            )
+        if inter_protocol:
+            if inter_protocol not in PROTOCOLS:
+                raise ListenerError(
+                    f"security.inter.broker.protocol {inter_protocol} is not one of "
+                    f"{', '.join(PROTOCOLS)}"
+                )
+            if inter_protocol not in names:
+                raise ListenerError(
+                    f"security.inter.broker.protocol {inter_protocol}: no listener is named "
+                    f"{inter_protocol} (or set inter.broker.listener.name)"
+                )
+            inter = inter_protocol
         if not inter:
             inter = "PLAINTEXT" if "PLAINTEXT" in names else names[0]
         if inter not in names:
             raise ListenerError(f"inter.broker.listener.name {inter} is not in listeners")
         self.inter_broker = next(s for s in self.listeners if s.name == inter)
-        if clustered and self.inter_broker.protocol != "PLAINTEXT":
-            raise ListenerError(
-                f"inter.broker.listener.name {inter} is {self.inter_broker.protocol}: "
-                "brokers talk to each other over PLAINTEXT only"
-            )
         mechanisms = tuple(
             m.strip().upper() for m in settings["sasl.enabled.mechanisms"].split(",") if m.strip()
         )
@@ -109,9 +151,49 @@ class BrokerSecurity:
         if any(s.tls for s in self.listeners):
             self.tls = server_context(self.tls_settings)
         self.principals = PrincipalMapper(settings.get("ssl.principal.mapping.rules"))
+        # Only a cluster's brokers connect to each other.
+        self.client: ClientSecurity | None = (
+            self._client_security(settings) if clustered else None
+        )
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
         # (mechanism, "success" | "failure") -> count, for the metrics.
         self.outcomes: dict[tuple[str, str], int] = {}
+
+    def _client_security(self, settings: Mapping[str, str]) -> ClientSecurity:
+        spec = self.inter_broker
+        client = ClientSecurity(spec.name, spec.protocol)
+        if spec.tls:
+            client.tls = client_context(self.tls_settings)
+        if not spec.sasl:
+            return client
+        key = "sasl.mechanism.inter.broker.protocol"
+        mechanism = settings.get(key, "").strip().upper()
+        if not mechanism:
+            raise ListenerError(
+                f"{key} is not set (Kafka's default GSSAPI is not served): the {spec.name} "
+                f"listener between brokers needs one of {', '.join(self.mechanisms)}"
+            )
+        if mechanism not in self.mechanisms:
+            raise ListenerError(
+                f"{key} {mechanism} is not in sasl.enabled.mechanisms "
+                f"({', '.join(self.mechanisms)})"
+            )
+        keys = (
+            f"listener.name.{spec.name.lower()}.{mechanism.lower()}.sasl.jaas.config",
+            "sasl.jaas.config",
+        )
+        key = next((k for k in keys if settings.get(k, "").strip()), "")
+        if not key:
+            raise ListenerError(
+                f"{keys[0]} (or sasl.jaas.config) is not set: brokers need a username and "
+                f"password to authenticate to each other with {mechanism} on {spec.name}"
+            )
+        try:
+            client.credentials = jaas_credentials(settings[key].strip(), mechanism)
+        except JaasError as exc:
+            raise ListenerError(f"{key} {exc}") from None
+        client.mechanism = mechanism
+        return client
 
     def _count(self, session: SaslSession, outcome: str) -> None:
         key = (session.mechanism or "none", outcome)
@@ -156,7 +238,10 @@ class BrokerSecurity:
         if self.tls is None:
             return False
         try:
-            self.tls = server_context(self.tls_settings)
+            tls = server_context(self.tls_settings)
+            if self.client is not None and self.client.tls is not None:
+                self.client.tls = client_context(self.tls_settings)
+            self.tls = tls
         except (ValueError, OSError) as exc:
             log.error("TLS key or trust store not reloaded, the old ones stay: %s", exc)
             return False

@@ -1,4 +1,5 @@
-"""TLS server contexts from Kafka's ssl.* settings, PEM stores only.
+"""TLS contexts from Kafka's ssl.* settings, PEM stores only: the listeners' server
+context, and the client context a broker connects to other brokers with.
 
     ssl.keystore.type=PEM
     ssl.keystore.location=/etc/chronik/broker.pem     # private key and certificate chain
@@ -10,6 +11,8 @@
     ssl.client.auth=none|requested|required
     ssl.enabled.protocols=TLSv1.2,TLSv1.3
     ssl.cipher.suites=ECDHE-RSA-AES128-GCM-SHA256,... # OpenSSL names, TLS 1.2 and below
+    ssl.endpoint.identification.algorithm=https       # or empty: between brokers, no
+                                                      # host name check
 
 The files' modification times are kept, so a watcher can tell when to build anew.
 """
@@ -119,9 +122,7 @@ def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> bool:
     return False
 
 
-def server_context(settings: TlsSettings) -> ssl.SSLContext:
-    settings.files.clear()
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+def _configure_protocols(context: ssl.SSLContext, settings: TlsSettings) -> None:
     protocols = [p.strip() for p in settings.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
                  .split(",") if p.strip()]
     unknown = [p for p in protocols if p not in PROTOCOL_VERSIONS]
@@ -138,6 +139,12 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
             context.set_ciphers(":".join(c.strip() for c in ciphers.split(",")))
         except ssl.SSLError:
             raise TlsConfigError(f"ssl.cipher.suites: no cipher matches {ciphers!r}") from None
+
+
+def server_context(settings: TlsSettings) -> ssl.SSLContext:
+    settings.files.clear()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _configure_protocols(context, settings)
     _load_keystore(context, settings)
     client_auth = settings.get("ssl.client.auth", "none").lower()
     if client_auth not in CLIENT_AUTH:
@@ -148,6 +155,27 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
     if client_auth != "none" and not has_trust:
         raise TlsConfigError(f"ssl.client.auth={client_auth} needs a trust store to check clients")
     context.verify_mode = CLIENT_AUTH[client_auth]
+    return context
+
+
+def client_context(settings: TlsSettings) -> ssl.SSLContext:
+    """A broker's context for connecting to another broker: the other's certificate
+    checked against the trust store (the system's CAs without one), this broker's own
+    key store certificate presented (for ssl.client.auth), and the host name checked
+    unless ssl.endpoint.identification.algorithm is empty (Kafka's default: https)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _configure_protocols(context, settings)
+    if not _load_truststore(context, settings):
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if settings.get("ssl.keystore.location") or settings.get("ssl.keystore.key"):
+        _load_keystore(context, settings)
+    algorithm = settings.get("ssl.endpoint.identification.algorithm", "https").lower()
+    if algorithm not in ("", "https"):
+        raise TlsConfigError(
+            f"ssl.endpoint.identification.algorithm must be https or empty, not {algorithm}"
+        )
+    context.check_hostname = algorithm == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
     return context
 
 

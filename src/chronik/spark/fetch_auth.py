@@ -1,39 +1,26 @@
 # TLS and SASL for the Fetch reader's own connection, from librdkafka's settings (the
-# `kafka.*` options; Java's names were translated by then).
-#
-# Wire format after ApiVersions (big-endian, Kafka's SaslHandshake.json v1 and
-# SaslAuthenticate.json v0):
-#   SaslHandshake    request  = int32 size, int16 api_key (17), int16 version (1),
-#                               int32 correlation_id, string client_id, string mechanism
-#                    response = int32 size, int32 correlation_id, int16 error_code,
-#                               [string mechanism]
-#   SaslAuthenticate request  = int32 size, int16 api_key (36), int16 version (0),
-#                               int32 correlation_id, string client_id, bytes auth_bytes
-#                    response = int32 size, int32 correlation_id, int16 error_code,
-#                               nullable string error_message, bytes auth_bytes
-# PLAIN sends one token; SCRAM two, and checks the server's signature.
+# `kafka.*` options; Java's names were translated by then). The SASL exchange itself is
+# chronik.security.sasl_client's, shared with the brokers' own connections.
 from __future__ import annotations
 
 import ssl
-import struct
 from collections.abc import Callable, Mapping
 
 from chronik.security.client_settings import PASSED_THROUGH
-from chronik.security.scram import MECHANISMS, ScramClient, ScramError
+from chronik.security.sasl_client import (
+    MECHANISM_NAMES,
+    AuthenticationError,
+    Credentials,
+    exchange,
+)
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+__all__ = ["AuthenticationError", "authenticate", "mechanism", "protocol", "servable",
+           "tls_context"]
+
 PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
-MECHANISM_NAMES = ("PLAIN", *MECHANISMS)
 # The security settings this path understands; any other sasl.* or ssl.* key (a PKCS12
 # key store, OAUTHBEARER, ...) leaves the reading to librdkafka.
 KEYS = (frozenset(PASSED_THROUGH) - {"client.id", "ssl.cipher.suites"}) | {"ssl.ca.pem"}
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-
-
-class AuthenticationError(Exception):
-    """The broker refused the credentials, or the exchange went wrong."""
 
 
 def protocol(conf: Mapping[str, str]) -> str:
@@ -73,11 +60,6 @@ def tls_context(conf: Mapping[str, str]) -> ssl.SSLContext | None:
     return context
 
 
-def _string(text: str) -> bytes:
-    data = text.encode()
-    return _I16.pack(len(data)) + data
-
-
 def authenticate(
     conf: Mapping[str, str],
     request: Callable[[int, int, bytes], memoryview],
@@ -86,36 +68,11 @@ def authenticate(
     and returns its response after the correlation id."""
     if not protocol(conf).startswith("sasl"):
         return
-    mech = mechanism(conf)
+    credentials = Credentials(conf.get("sasl.username", ""), conf.get("sasl.password", ""))
+    steps = exchange(mechanism(conf), credentials)
     try:
-        answer = request(SASL_HANDSHAKE, 1, _string(mech))
-        (error,) = _I16.unpack_from(answer, 0)
-    except struct.error as exc:
-        raise AuthenticationError(f"unreadable SaslHandshake response: {exc}") from None
-    if error:
-        raise AuthenticationError(f"the broker does not take SASL mechanism {mech} ({error})")
-    user, password = conf.get("sasl.username", ""), conf.get("sasl.password", "")
-
-    def exchange(token: bytes) -> bytes:
-        answer = request(SASL_AUTHENTICATE, 0, _I32.pack(len(token)) + token)
-        try:
-            (error,) = _I16.unpack_from(answer, 0)
-            (size,) = _I16.unpack_from(answer, 2)
-            message = bytes(answer[4 : 4 + max(size, 0)]).decode("utf-8", "replace")
-            pos = 4 + max(size, 0)
-            (length,) = _I32.unpack_from(answer, pos)
-            reply = bytes(answer[pos + 4 : pos + 4 + max(length, 0)])
-        except struct.error as exc:
-            raise AuthenticationError(f"unreadable SaslAuthenticate response: {exc}") from None
-        if error:
-            raise AuthenticationError(f"SASL authentication failed: {message or error}")
-        return reply
-
-    if mech == "PLAIN":
-        exchange(b"\0" + user.encode() + b"\0" + password.encode())
+        api_key, version, body = next(steps)
+        while True:
+            api_key, version, body = steps.send(bytes(request(api_key, version, body)))
+    except StopIteration:
         return
-    client = ScramClient(mech, user, password)
-    try:
-        client.verify(exchange(client.final(exchange(client.first()))))
-    except ScramError as exc:
-        raise AuthenticationError(str(exc)) from None
