@@ -263,7 +263,7 @@ def test_certificate_subject_named_as_java_names_it() -> None:
 def test_credentials_file_on_a_full_disk_stays_as_it_was(tmp_path: Path, monkeypatch) -> None:
     import errno
 
-    from chronik.security import credentials
+    from chronik.storage import diskio
 
     store = CredentialStore(tmp_path)
     store.upsert("alice", "SCRAM-SHA-256", make_credential("SCRAM-SHA-256", "a"))
@@ -273,7 +273,7 @@ def test_credentials_file_on_a_full_disk_stays_as_it_was(tmp_path: Path, monkeyp
         os.write(fd, data[:10])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(credentials, "write_all", full)
+    monkeypatch.setattr(diskio, "write_all", full)
     with pytest.raises(OSError):
         store.apply([("bob", "SCRAM-SHA-256", make_credential("SCRAM-SHA-256", "b")),
                      ("alice", "SCRAM-SHA-256", None)])
