@@ -3,6 +3,10 @@ commit a group's offsets in its transaction (TxnOffsetCommit follows, to the gro
 coordinator). The group's __consumer_offsets partition joins the transaction, so the
 transaction's end writes a marker there too. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH
 before v2.
+
+Needs WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then
+READ on the group (else GROUP_AUTHORIZATION_FAILED), as Kafka's
+KafkaApis.handleAddOffsetsToTxnRequest.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from chronik.broker.topics import partition_count
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.coordinator.transaction_coordinator import client_code
 from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 25
 VERSIONS = (0, 3)
@@ -21,6 +26,16 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        code = errors.GROUP_AUTHORIZATION_FAILED
+    else:
+        code = await _add(ctx, request)
+    return ctx.build("AddOffsetsToTxnResponse", throttle_time=0, error_code=code)
+
+
+async def _add(ctx: RequestContext, request: Any) -> int:
     broker = ctx.broker
     coordinator = broker.txn_coordinator
     count = partition_count(broker, OFFSETS_TOPIC)
@@ -35,8 +50,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             int(request.producer_epoch),
             [(OFFSETS_TOPIC, partition_for(request.group_id, count))],
         )
-    return ctx.build(
-        "AddOffsetsToTxnResponse",
-        throttle_time=0,
-        error_code=client_code(code, ctx.api_version, 2),
-    )
+    return client_code(code, ctx.api_version, 2)

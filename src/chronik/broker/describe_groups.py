@@ -1,10 +1,18 @@
-"""DescribeGroups (API key 15), versions 0-6."""
+"""DescribeGroups (API key 15), versions 0-6.
+
+Needs DESCRIBE on each group, else that group is GROUP_AUTHORIZATION_FAILED with nothing
+described. From v3, include_authorized_operations fills authorized_operations (Kafka's
+bit set of the principal's operations on the group) for each group described without
+error (Kafka's KafkaApis.handleDescribeGroupsRequest).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 15
 VERSIONS = (0, 6)
@@ -17,7 +25,26 @@ OPERATIONS_OMITTED = -(2**31)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.coordinator
     groups = []
+    with_operations = ctx.api_version >= 3 and bool(
+        getattr(request, "include_authorized_operations", False)
+    )
     for group_id in request.groups:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            # DescribeGroupsResponse.groupError: no state, protocol or members.
+            groups.append(
+                ctx.build(
+                    "DescribedGroup",
+                    error_code=errors.GROUP_AUTHORIZATION_FAILED,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=OPERATIONS_OMITTED,
+                )
+            )
+            continue
         summary = coordinator.describe_group(group_id)
         code, message = summary.error, None
         if summary.state == "Dead" and ctx.api_version >= 6:
@@ -45,7 +72,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=summary.protocol_type,
                 protocol_data=summary.protocol,
                 members=members,
-                authorized_operations=OPERATIONS_OMITTED,
+                authorized_operations=(
+                    ctx.authorized_operations(ResourceType.GROUP, group_id)
+                    if with_operations and code == errors.NONE
+                    else OPERATIONS_OMITTED
+                ),
             )
         )
     return ctx.build("DescribeGroupsResponse", throttle_time=0, groups=tuple(groups))

@@ -4,6 +4,10 @@ The coordinator's state of each transactional id it serves: state (Kafka's names
 timeout, start time, producer id and epoch, and the partitions of the open transaction.
 An id served elsewhere gets NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS), an
 unknown one TRANSACTIONAL_ID_NOT_FOUND.
+
+Needs DESCRIBE on each transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for
+it); the partitions of topics the principal may not DESCRIBE are left out (Kafka's
+KafkaApis.handleDescribeTransactionsRequest).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from kio.schema.errors import ErrorCode as E
 
 from chronik.broker.context import RequestContext
 from chronik.coordinator.transaction_state import TxnState
+from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 65
 VERSIONS = (0, 0)
@@ -26,6 +32,8 @@ _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 def _state(ctx: RequestContext, txn_id: str, code: int, txn: Any = None) -> Any:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(txn.partitions if txn is not None else ()):
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic):
+            continue
         by_topic.setdefault(topic, []).append(partition)
     start_ms = txn.txn_start_ms if txn is not None else -1
     return ctx.build(
@@ -48,6 +56,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.txn_coordinator
     states = []
     for txn_id in request.transactional_ids:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            states.append(_state(ctx, txn_id, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         code = coordinator.coordinator_error(txn_id)
         txn = coordinator.txns.get(txn_id) if code is None else None
         if code is not None:

@@ -4,6 +4,10 @@ A single node coordinates every group and transactional id: the answer is always
 cluster a group's coordinator is the leader of its partition of __consumer_offsets, a
 transactional id's the leader of its partition of __transaction_state; each topic is
 created when first needed, as Kafka does.
+
+Needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) or on the transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), for each key in v4+, with no node
+(Kafka's KafkaApis.getCoordinator).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 log = logging.getLogger("chronik.coordinator")
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -33,6 +38,19 @@ def _answer(
 ) -> dict[str, Any]:
     host, port = endpoint
     return dict(node_id=node_id, host=host, port=port, error_code=code, error_message=message)
+
+
+def _refused(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any] | None:
+    """The answer for a key the principal may not describe, else None."""
+    if key_type == GROUP_KEY_TYPE and not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
+        return _answer(errors.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    if key_type == TRANSACTION_KEY_TYPE and not ctx.allowed(
+        Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return _answer(
+            errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed."
+        )
+    return None
 
 
 async def _locate(broker: Any, key: str, key_type: int, listener: str) -> dict[str, Any]:
@@ -64,7 +82,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     keys = request.coordinator_keys if ctx.api_version >= 4 else [request.key]
     answers = []
     for key in keys:
-        if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        refused = _refused(ctx, key, key_type)
+        if refused is not None:
+            if ctx.api_version >= 4:
+                refused["error_message"] = None  # Kafka sets no message per coordinator
+            answers.append(refused)
+        elif key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             answers.append(_answer(errors.INVALID_REQUEST, f"unknown key type {key_type}"))
         elif broker.cluster is not None:
             answers.append(await _locate(broker, key, key_type, ctx.listener))

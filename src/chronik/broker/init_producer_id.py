@@ -6,6 +6,10 @@ Kafka does. A transactional producer's request goes to the transaction coordinat
 bumped, which fences the previous producer of the id (its open transaction is aborted
 first, answered CONCURRENT_TRANSACTIONS until done). v3+ carry the producer's own id
 and epoch to bump (KIP-360); PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
+
+Needs WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without
+one, IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679), else
+CLUSTER_AUTHORIZATION_FAILED (Kafka's KafkaApis.handleInitProducerIdRequest).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from chronik.broker.context import RequestContext
 from chronik.coordinator.transaction_coordinator import client_code
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 22
 VERSIONS = (0, 5)
@@ -24,9 +29,26 @@ VERSIONS = (0, 5)
 log = logging.getLogger("chronik.producer_ids")
 
 
+def _refused(ctx: RequestContext, code: int) -> Any:
+    return ctx.build(
+        "InitProducerIdResponse",
+        throttle_time=0,
+        error_code=code,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
+        txn_id = request.transactional_id
+        if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            return _refused(ctx, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return await _transactional(ctx, request)
+    if not ctx.allowed_on_cluster(Operation.IDEMPOTENT_WRITE) and not ctx.allowed_on_any(
+        Operation.WRITE, ResourceType.TOPIC
+    ):
+        return _refused(ctx, errors.CLUSTER_AUTHORIZATION_FAILED)
     cluster = ctx.broker.cluster
     if cluster is None:
         producer_id = ctx.broker.producer_ids.allocate()

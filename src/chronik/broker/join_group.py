@@ -1,6 +1,8 @@
 """JoinGroup (API key 11), versions 0-9.
 
 The answer is held until the group's rebalance completes (or fails for this member).
+Needs READ on the group, else GROUP_AUTHORIZATION_FAILED (Kafka's
+KafkaApis.handleJoinGroupRequest).
 """
 
 from __future__ import annotations
@@ -8,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.protocol import errors
 from chronik.protocol.compat import millis
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 11
 VERSIONS = (0, 9)
@@ -18,6 +22,20 @@ REQUIRE_KNOWN_MEMBER_ID_FROM = 4
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        # JoinGroupRequest.getErrorResponse: no generation, member or protocol.
+        return ctx.build(
+            "JoinGroupResponse",
+            throttle_time=0,
+            error_code=errors.GROUP_AUTHORIZATION_FAILED,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if ctx.api_version >= 7 else "",
+            leader="",
+            skip_assignment=False,
+            member_id="",
+            members=(),
+        )
     session_ms = millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     rebalance_ms = millis(rebalance) if rebalance is not None else session_ms

@@ -1,16 +1,29 @@
-"""LeaveGroup (API key 13), versions 0-5; v3+ removes a batch of members (KIP-345)."""
+"""LeaveGroup (API key 13), versions 0-5; v3+ removes a batch of members (KIP-345).
+
+Needs READ on the group, else GROUP_AUTHORIZATION_FAILED at the top level with no members
+(Kafka's KafkaApis.handleLeaveGroupRequest).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 13
 VERSIONS = (0, 5)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.build(
+            "LeaveGroupResponse",
+            throttle_time=0,
+            error_code=errors.GROUP_AUTHORIZATION_FAILED,
+            members=(),
+        )
     if ctx.api_version < 3:
         leaving = [(request.member_id, None)]
     else:

@@ -1,10 +1,15 @@
-"""ListGroups (API key 16), versions 0-5; v4 filters by state, v5 by group type."""
+"""ListGroups (API key 16), versions 0-5; v4 filters by state, v5 by group type.
+
+DESCRIBE on the cluster lists every group; without it only the groups the principal may
+DESCRIBE are listed (Kafka's KafkaApis.handleListGroupsRequest).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 16
 VERSIONS = (0, 5)
@@ -19,6 +24,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         getattr(request, "states_filter", ()) or (),
         getattr(request, "types_filter", ()) or (),
     )
+    if not ctx.allowed_on_cluster(Operation.DESCRIBE):
+        listed = [g for g in listed if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g[0])]
     groups = tuple(
         ctx.build(
             "ListedGroup",

@@ -4,7 +4,8 @@ The transactional ids this broker's coordinator serves (in a cluster, those of t
 __transaction_state partitions it leads; a client asks every broker), filtered by state
 names (Kafka's: Empty, Ongoing, PrepareCommit, ...; names it does not know come back in
 unknown_state_filters), by producer ids, and (v1) by running longer than
-duration_filter ms.
+duration_filter ms. Only the transactional ids the principal may DESCRIBE are listed
+(Kafka's KafkaApis.handleListTransactionsRequest).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.coordinator.transaction_state import TxnMetadata, TxnState
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 66
 VERSIONS = (0, 1)
@@ -61,6 +63,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             getattr(request, "duration_filter", -1),
             ctx.broker.now_ms(),
         )
+        listed = [
+            t
+            for t in listed
+            if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
+        ]
     return ctx.build(
         "ListTransactionsResponse",
         throttle_time=0,

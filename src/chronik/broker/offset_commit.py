@@ -1,14 +1,20 @@
 """OffsetCommit (API key 8), versions 2-9.
 
+Needs READ on the group (else every partition is GROUP_AUTHORIZATION_FAILED) and READ on
+each topic: a refused topic's partitions are TOPIC_AUTHORIZATION_FAILED and not
+committed, the others are (Kafka's KafkaApis.handleOffsetCommitRequest).
 Answered only once the offsets are appended to __consumer_offsets and fsynced.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.coordinator.committed_offsets import CommitRequest
+from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 8
 VERSIONS = (2, 9)
@@ -47,14 +53,44 @@ def topic_responses(
     )
 
 
+async def commit_readable(
+    ctx: RequestContext,
+    topics: Any,
+    commit: Callable[[list[CommitRequest]], Awaitable[list[int]]],
+) -> list[int]:
+    """One code per partition of ``topics``, in request order: the partitions of topics
+    the principal may not READ are TOPIC_AUTHORIZATION_FAILED, the rest are handed to
+    ``commit`` (not called when every topic was refused, as Kafka)."""
+    topics = list(topics)
+    readable = [t for t in topics if ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)]
+    if len(readable) == len(topics):
+        return await commit(commit_requests(topics))
+    answered = iter(await commit(commit_requests(readable)) if readable else ())
+    refused = errors.TOPIC_AUTHORIZATION_FAILED
+    allowed = {id(t) for t in readable}
+    return [next(answered) if id(t) in allowed else refused for t in topics for _ in t.partitions]
+
+
+def every_partition(topics: Any, code: int) -> list[int]:
+    return [code for t in topics for _ in t.partitions]
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    codes = await ctx.broker.coordinator.commit_offsets(
-        request.group_id,
-        request.generation_id_or_member_epoch,
-        request.member_id,
-        getattr(request, "group_instance_id", None),
-        commit_requests(request.topics),
-    )
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        codes = every_partition(request.topics, errors.GROUP_AUTHORIZATION_FAILED)
+    else:
+        coordinator = ctx.broker.coordinator
+        codes = await commit_readable(
+            ctx,
+            request.topics,
+            lambda commits: coordinator.commit_offsets(
+                request.group_id,
+                request.generation_id_or_member_epoch,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                commits,
+            ),
+        )
     topics = topic_responses(
         ctx, request.topics, codes, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition"
     )

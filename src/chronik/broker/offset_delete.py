@@ -1,18 +1,46 @@
-"""OffsetDelete (API key 47), version 0."""
+"""OffsetDelete (API key 47), version 0.
+
+Needs DELETE on the group (else the whole request is GROUP_AUTHORIZATION_FAILED) and READ
+on each topic: a refused topic's partitions are TOPIC_AUTHORIZATION_FAILED and keep their
+offsets (Kafka's KafkaApis.handleOffsetDeleteRequest).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 47
 VERSIONS = (0, 0)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    top, codes = await ctx.broker.coordinator.delete_offsets(request.group_id, wanted)
+    if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, request.group_id):
+        return ctx.build(
+            "OffsetDeleteResponse",
+            error_code=errors.GROUP_AUTHORIZATION_FAILED,
+            throttle_time=0,
+            topics=(),
+        )
+    readable = {
+        t.name for t in request.topics if ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
+    }
+    wanted = [
+        (t.name, p.partition_index)
+        for t in request.topics
+        if t.name in readable
+        for p in t.partitions
+    ]
+    top, deleted = await ctx.broker.coordinator.delete_offsets(request.group_id, wanted)
+    answered = iter(deleted)
+    codes = [
+        next(answered) if t.name in readable else errors.TOPIC_AUTHORIZATION_FAILED
+        for t in request.topics
+        for _ in t.partitions
+    ]
     it = iter(codes)
     topics = ()
     if not top:

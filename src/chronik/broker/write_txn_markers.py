@@ -3,6 +3,11 @@ broker asks this one, the leader of some of the transaction's partitions, to wri
 commit or abort markers there (chronik.broker.txn_markers). Each partition answers on
 its own: NONE once the marker is durable, else the error (NOT_LEADER_OR_FOLLOWER makes
 the coordinator look the leader up again).
+
+Only for brokers: needs ALTER or CLUSTER_ACTION on the cluster, else every partition is
+CLUSTER_AUTHORIZATION_FAILED and nothing is written (Kafka's
+KafkaApis.handleWriteTxnMarkersRequest). In a cluster with an authorizer the brokers'
+principal must be allowed that, as in Kafka (a super user).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.broker.txn_markers import write_markers
+from chronik.protocol import errors
+from chronik.security.acls import Operation
 
 API_KEY = 27
 VERSIONS = (1, 2)
@@ -18,16 +25,22 @@ VERSIONS = (1, 2)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
+    permitted = ctx.allowed_on_cluster(Operation.ALTER) or ctx.allowed_on_cluster(
+        Operation.CLUSTER_ACTION
+    )
     for marker in request.markers:
         wanted = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
-        codes = await write_markers(
-            ctx.broker,
-            int(marker.producer_id),
-            int(marker.producer_epoch),
-            int(marker.coordinator_epoch),
-            bool(marker.transaction_result),
-            wanted,
-        )
+        if not permitted:
+            codes = dict.fromkeys(wanted, errors.CLUSTER_AUTHORIZATION_FAILED)
+        else:
+            codes = await write_markers(
+                ctx.broker,
+                int(marker.producer_id),
+                int(marker.producer_epoch),
+                int(marker.coordinator_epoch),
+                bool(marker.transaction_result),
+                wanted,
+            )
         topics = []
         for t in marker.topics:
             parts = tuple(
