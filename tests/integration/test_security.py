@@ -615,7 +615,7 @@ def test_user_change_on_a_full_disk_is_an_error_code_not_a_closed_connection(
     )
 
     from chronik.broker.embedded import EmbeddedBroker
-    from chronik.security import credentials
+    from chronik.storage import diskio
 
     def full(fd: int, data: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -625,7 +625,9 @@ def test_user_change_on_a_full_disk_is_an_error_code_not_a_closed_connection(
     )
     with EmbeddedBroker(tmp_path / "data") as embedded:
         admin = AdminClient({"bootstrap.servers": embedded.bootstrap})
-        monkeypatch.setattr(credentials, "write_all", full)
+        # The credentials file is replaced through diskio.replace_file; segment writes
+        # bound write_all at import and are not affected.
+        monkeypatch.setattr(diskio, "write_all", full)
         with pytest.raises(KafkaException) as refused:
             for future in admin.alter_user_scram_credentials([upsert]).values():
                 future.result(30)
