@@ -5,6 +5,8 @@ it; the broker keeps only the stored and server keys); deletions a user and mech
 As Kafka: a user named twice for one mechanism is DUPLICATE_RESOURCE and none of its
 changes is made, an unknown mechanism UNSUPPORTED_SASL_MECHANISM, iterations outside
 4096-16384 UNACCEPTABLE_CREDENTIAL, deleting what is not there RESOURCE_NOT_FOUND.
+It needs ALTER on the Cluster: without it each user named is CLUSTER_AUTHORIZATION_FAILED
+and nothing changes, as Kafka's KafkaApis.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
+from chronik.security.acls import Operation
 from chronik.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_NAMES,
@@ -30,6 +33,18 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.allowed_on_cluster(Operation.ALTER):
+        users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
+        results = tuple(
+            ctx.build(
+                "AlterUserScramCredentialsResult",
+                user=name,
+                error_code=errors.CLUSTER_AUTHORIZATION_FAILED,
+                error_message="Cluster authorization failed.",
+            )
+            for name in users
+        )
+        return ctx.build("AlterUserScramCredentialsResponse", throttle_time=0, results=results)
     store = ctx.broker.security.store
     changes = [(d.name, d.mechanism, None) for d in request.deletions] + [
         (u.name, u.mechanism, u) for u in request.upsertions

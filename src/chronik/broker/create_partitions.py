@@ -1,4 +1,8 @@
-"""CreatePartitions (API key 37), versions 0-3."""
+"""CreatePartitions (API key 37), versions 0-3.
+
+Each topic needs ALTER on the Topic, else TOPIC_AUTHORIZATION_FAILED ("The topic
+authorization is failed.") and nothing changes, as Kafka's KafkaApis.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.topics import partition_count, too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
+from chronik.security.acls import Operation, ResourceType
 from chronik.storage.catalog import run_stepwise
 
 API_KEY = 37
@@ -36,11 +41,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     catalog = ctx.broker.catalog
     cluster = ctx.broker.cluster
     results = []
-    over_limit = too_many_partitions(ctx.broker, _requested_partitions(ctx.broker, request))
+    refused = {
+        t.name
+        for t in request.topics
+        if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, t.name)
+    }
+    authorized = [t for t in request.topics if t.name not in refused]
+    over_limit = too_many_partitions(ctx.broker, _requested_partitions(ctx.broker, authorized))
     for wanted in request.topics:
         code, message = errors.NONE, None
         topic = catalog.get(wanted.name)
-        if over_limit is not None:
+        if wanted.name in refused:
+            code = errors.TOPIC_AUTHORIZATION_FAILED
+            message = "The topic authorization is failed."
+        elif over_limit is not None:
             code, message = errors.POLICY_VIOLATION, over_limit
         elif cluster is not None:
             code, message = await _grow_in_cluster(ctx, request, wanted)
@@ -77,10 +91,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.build("CreatePartitionsResponse", throttle_time=0, results=tuple(results))
 
 
-def _requested_partitions(broker: Any, request: Any) -> int:
+def _requested_partitions(broker: Any, topics: list[Any]) -> int:
     """New partitions the request asks for."""
     total = 0
-    for wanted in request.topics:
+    for wanted in topics:
         current = partition_count(broker, wanted.name)
         if current is not None:
             total += max(0, wanted.count - current)

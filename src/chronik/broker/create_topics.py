@@ -1,4 +1,10 @@
-"""CreateTopics (API key 19), versions 0-7."""
+"""CreateTopics (API key 19), versions 0-7.
+
+Authorization as Kafka's KafkaApis: each topic needs CREATE on the Cluster or on the
+Topic (else TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", nothing created); v5+
+answers a created topic's id, counts and configs only with DESCRIBE_CONFIGS on it (else
+topic_config_error_code TOPIC_AUTHORIZATION_FAILED).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.topics import too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
+from chronik.security.acls import Operation, ResourceType
 from chronik.storage.catalog import run_stepwise
 from chronik.storage.config import describe_topic_configs
 
@@ -19,7 +26,14 @@ VERSIONS = (0, 7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     results = []
-    over_limit = too_many_partitions(broker, _requested_partitions(broker, request))
+    on_cluster = ctx.allowed_on_cluster(Operation.CREATE)
+    refused = {
+        t.name
+        for t in request.topics
+        if not on_cluster and not ctx.allowed(Operation.CREATE, ResourceType.TOPIC, t.name)
+    }
+    authorized = [t for t in request.topics if t.name not in refused]
+    over_limit = too_many_partitions(broker, _requested_partitions(broker, authorized))
     for wanted in request.topics:
         name = wanted.name
         partitions = wanted.num_partitions
@@ -33,7 +47,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partitions = broker.config.num_partitions
         if replication == -1:
             replication = broker.config.default_replication_factor
-        if over_limit is not None:
+        if name in refused:
+            code, message = errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        elif over_limit is not None:
             code, message = errors.POLICY_VIOLATION, over_limit
         elif broker.cluster is not None:
             code, message, topic = await _create_in_cluster(ctx, request, wanted, partitions,
@@ -56,7 +72,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     raise
                 message = str(exc)
         results.append(
-            _result(ctx, name, code, message, topic, partitions, replication, configs)
+            _result(
+                ctx, name, code, message, topic, partitions, replication, configs, name in refused
+            )
         )
     return ctx.build("CreateTopicsResponse", throttle_time=0, topics=tuple(results))
 
@@ -88,10 +106,10 @@ async def _create_in_cluster(
     return errors.NONE, None, SimpleNamespace(topic_id=topic_id)
 
 
-def _requested_partitions(broker: Any, request: Any) -> int:
+def _requested_partitions(broker: Any, topics: list[Any]) -> int:
     """Partitions the request would create, counted as Kafka's controller counts them."""
     total = 0
-    for wanted in request.topics:
+    for wanted in topics:
         if wanted.assignments:
             total += len(wanted.assignments)
         elif wanted.num_partitions == -1:
@@ -110,9 +128,18 @@ def _result(
     partitions: int,
     replication: int,
     configs: dict[str, str],
+    refused: bool = False,
 ) -> Any:
     entries: tuple[Any, ...] = ()
-    if code == errors.NONE and hasattr(ctx.response_module, "CreatableTopicConfigs"):
+    config_code = errors.NONE
+    if (code == errors.NONE or refused) and not ctx.allowed(
+        Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name
+    ):
+        # As Kafka: a topic created without DESCRIBE_CONFIGS on it is answered without
+        # its id, counts and configs; a refused one carries the same config error.
+        topic, partitions, replication = None, -1, -1
+        config_code = errors.TOPIC_AUTHORIZATION_FAILED
+    elif code == errors.NONE and hasattr(ctx.response_module, "CreatableTopicConfigs"):
         entries = tuple(
             ctx.build(
                 "CreatableTopicConfigs",
@@ -130,7 +157,7 @@ def _result(
         topic_id=topic.topic_id if topic is not None and hasattr(topic, "topic_id") else ZERO_UUID,
         error_code=code,
         error_message=message,
-        topic_config_error_code=errors.NONE,
+        topic_config_error_code=config_code,
         num_partitions=partitions if code == errors.NONE else -1,
         replication_factor=replication if code == errors.NONE else -1,
         configs=entries,

@@ -1,4 +1,8 @@
-"""DeleteRecords (API key 21), versions 0-2: advances a partition's log start offset."""
+"""DeleteRecords (API key 21), versions 0-2: advances a partition's log start offset.
+
+Each topic needs DELETE on the Topic, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED (low watermark -1), as Kafka's KafkaApis.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import data_partition
 from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 from chronik.storage.errors import StorageError
 
 API_KEY = 21
@@ -17,11 +22,15 @@ HIGH_WATERMARK = -1
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for wanted in request.topics:
+        allowed = ctx.allowed(Operation.DELETE, ResourceType.TOPIC, wanted.name)
         topic = ctx.broker.catalog.get(wanted.name)
         parts = []
         for p in wanted.partitions:
-            code, low = errors.NONE, -1
-            plog, code = data_partition(ctx.broker, topic, wanted.name, p.partition_index)
+            low = -1
+            if allowed:
+                plog, code = data_partition(ctx.broker, topic, wanted.name, p.partition_index)
+            else:
+                plog, code = None, errors.TOPIC_AUTHORIZATION_FAILED
             if plog is not None:
                 # As Kafka: no further than the high watermark, so a follower can
                 # always follow the new log start.

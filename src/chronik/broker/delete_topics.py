@@ -1,4 +1,9 @@
-"""DeleteTopics (API key 20), versions 1-6."""
+"""DeleteTopics (API key 20), versions 1-6.
+
+Authorization as Kafka's KafkaApis: each topic needs DELETE on the Topic (else
+TOPIC_AUTHORIZATION_FAILED, whether it exists or not); one named by id also DESCRIBE,
+without which its name is not told.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.topics import INTERNAL_TOPICS, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 20
 VERSIONS = (1, 6)
@@ -37,15 +43,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
     results = []
     for name, topic_id in wanted:
-        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+        by_id = name is None and topic_id is not None and topic_id != ZERO_UUID
+        if by_id:
             topic = _lookup(broker, None, topic_id)
             missing = errors.UNKNOWN_TOPIC_ID
         else:
             topic = _lookup(broker, name, None) if name else None
             missing = errors.UNKNOWN_TOPIC_OR_PARTITION
+        # The name asked for, or the one the id names: what the principal is checked on.
+        target = topic.name if by_id and topic is not None else name
         code, message = errors.NONE, None
         if not broker.config.delete_topic_enable:
             code, message = errors.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
+        elif by_id and topic is None:
+            code, message = missing, "This server does not host this topic."
+        elif by_id and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, target):
+            code, message = errors.TOPIC_AUTHORIZATION_FAILED, None
+        elif target and not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, target):
+            code, message = errors.TOPIC_AUTHORIZATION_FAILED, None
+            if by_id:
+                name = target  # it may describe the topic, so it is told its name
         elif topic is None:
             code, message = missing, "This server does not host this topic."
         elif topic.name in INTERNAL_TOPICS:

@@ -1,4 +1,8 @@
-"""DescribeCluster (API key 60), versions 0-1."""
+"""DescribeCluster (API key 60), versions 0-1.
+
+Refuses nobody, as Kafka; include_cluster_authorized_operations fills in the Cluster's
+authorized-operations bit set (0 without DESCRIBE on it).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import cluster_members
 from chronik.protocol import errors
+from chronik.security.acls import CLUSTER_NAME, Operation, ResourceType
 
 API_KEY = 60
 VERSIONS = (0, 1)
@@ -27,6 +32,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for node, host, port, rack in members
     )
+    operations = OPERATIONS_OMITTED
+    if getattr(request, "include_cluster_authorized_operations", False):
+        operations = (
+            ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.allowed_on_cluster(Operation.DESCRIBE)
+            else 0
+        )
     return ctx.build(
         "DescribeClusterResponse",
         throttle_time=0,
@@ -36,5 +48,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=controller,
         brokers=nodes,
-        cluster_authorized_operations=OPERATIONS_OMITTED,
+        cluster_authorized_operations=operations,
     )

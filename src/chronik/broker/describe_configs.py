@@ -1,4 +1,9 @@
-"""DescribeConfigs (API key 32), versions 0-4: topic and broker resources."""
+"""DescribeConfigs (API key 32), versions 0-4: topic and broker resources.
+
+Each resource needs DESCRIBE_CONFIGS, as Kafka's ConfigHelper checks it: a topic on the
+Topic (TOPIC_AUTHORIZATION_FAILED), a broker or broker logger on the Cluster
+(CLUSTER_AUTHORIZATION_FAILED), a group on the Group (GROUP_AUTHORIZATION_FAILED).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from typing import Any
 from chronik.broker import topic_configs
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
+from chronik.security.acls import Operation
 from chronik.storage.config import (
     SOURCE_DEFAULT,
     SOURCE_STATIC_BROKER,
@@ -64,7 +70,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             list(resource.configuration_keys) if resource.configuration_keys is not None else None
         )
         code, message, entries = errors.NONE, None, []
-        if resource.resource_type == TOPIC:
+        denied = topic_configs.refused(ctx, Operation.DESCRIBE_CONFIGS, resource)
+        if denied:
+            code, message = denied, topic_configs.REFUSED_MESSAGES[denied]
+        elif resource.resource_type == TOPIC:
             configs = topic_configs.current(broker, resource.resource_name)
             if configs is None:
                 code, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist"

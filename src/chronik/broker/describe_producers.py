@@ -5,7 +5,8 @@ replica's producer state (what Kafka's kafka-transactions.sh describe-producers 
 id, epoch, last sequence (-1 for a producer that only wrote transactional markers), last
 write time, coordinator epoch and the first offset of its open transaction (-1 if none).
 As in Kafka a follower answers too, from what it has replicated; a broker without a
-replica answers NOT_LEADER_OR_FOLLOWER.
+replica answers NOT_LEADER_OR_FOLLOWER. Each topic needs READ on the Topic, else its
+partitions answer TOPIC_AUTHORIZATION_FAILED, as Kafka's KafkaApis.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import data_partition
 from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 61
 VERSIONS = (0, 0)
@@ -60,10 +62,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     catalog = ctx.broker.catalog
     topics = []
     for wanted in request.topics:
+        allowed = ctx.allowed(Operation.READ, ResourceType.TOPIC, wanted.name)
         topic = catalog.get(wanted.name)
         parts = []
         for index in wanted.partition_indexes:
-            plog, code = _replica(ctx, topic, wanted.name, index)
+            if allowed:
+                plog, code = _replica(ctx, topic, wanted.name, index)
+            else:
+                plog, code = None, errors.TOPIC_AUTHORIZATION_FAILED
             parts.append(
                 ctx.build(
                     "PartitionResponse",

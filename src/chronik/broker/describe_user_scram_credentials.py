@@ -2,7 +2,8 @@
 
 Each user's SCRAM mechanisms and iteration counts (never a salt or key). A named user
 without credentials is RESOURCE_NOT_FOUND, a name given twice DUPLICATE_RESOURCE; no
-names (null or empty) lists every user.
+names (null or empty) lists every user. It needs DESCRIBE on the Cluster: without it
+the response and each named user are CLUSTER_AUTHORIZATION_FAILED, as Kafka's KafkaApis.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
+from chronik.security.acls import Operation
 from chronik.security.scram import MECHANISM_IDS
 
 API_KEY = 50
@@ -19,6 +21,15 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.allowed_on_cluster(Operation.DESCRIBE):
+        code, message = errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return ctx.build(
+            "DescribeUserScramCredentialsResponse",
+            throttle_time=0,
+            error_code=code,
+            error_message=message,
+            results=tuple(_result(ctx, u.name, code, message) for u in request.users or ()),
+        )
     store = ctx.broker.security.store
     if not request.users:  # null or empty: every user, as Kafka
         names = sorted(store.users())

@@ -7,6 +7,8 @@ already the preferred replica (preferred) or is alive (unclean), UNKNOWN_TOPIC_O
 for a partition that does not exist. A request naming no partitions means all of them,
 and its answer leaves out those whose election was not needed. v0 has no election type
 (preferred) and no top-level error code.
+It needs ALTER on the Cluster: without it the request is CLUSTER_AUTHORIZATION_FAILED
+(top-level and for each partition named), as Kafka's KafkaApis.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
+from chronik.security.acls import Operation
 
 log = logging.getLogger("chronik.elect_leaders")
 
@@ -135,9 +138,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     election_type = int(getattr(request, "election_type", PREFERRED))
     wanted = requested(request)
     top = errors.NONE
-    if election_type not in (PREFERRED, UNCLEAN):
+    if not ctx.allowed_on_cluster(Operation.ALTER):
+        top = errors.CLUSTER_AUTHORIZATION_FAILED
+        results: Mapping[TopicPartition, Result] = {tp: (top, None) for tp in wanted or ()}
+    elif election_type not in (PREFERRED, UNCLEAN):
         top = errors.INVALID_REQUEST
-        results: Mapping[TopicPartition, Result] = {
+        results = {
             tp: (errors.INVALID_REQUEST, f"Unknown election type {election_type}.")
             for tp in wanted or ()
         }

@@ -15,6 +15,11 @@ In a cluster the high watermark is the in-sync replicas'. A fetch with a replica
 (v4-14 replica_id, v15+ replica_state) is a follower's: it tells the leader the
 follower's log end offset (chronik.cluster.replica_manager) and reads up to the leader's
 log end.
+
+Authorization as Kafka's KafkaApis: a consumer needs READ on each Topic (else its
+partitions answer TOPIC_AUTHORIZATION_FAILED with no records, the others are served); a
+follower CLUSTER_ACTION on the Cluster (else every partition TOPIC_AUTHORIZATION_FAILED).
+Checked once per topic per request, before any wait.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from chronik.broker.topics import data_partition, leader_epoch, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
 from chronik.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 1
 VERSIONS = (4, 16)
@@ -68,8 +74,14 @@ def _epoch_error(ctx: RequestContext, name: str, index: int, epoch: int) -> int:
 
 
 def _read_all(
-    ctx: RequestContext, request: Any, budget: int, replica_id: int
+    ctx: RequestContext,
+    request: Any,
+    budget: int,
+    replica_id: int,
+    refused: dict[str, bool],
 ) -> tuple[list[TopicResult], int, bool, list[Any]]:
+    """One pass over the request's partitions. ``refused`` holds each topic's
+    authorization (True: not allowed) once decided, so a waiting fetch decides once."""
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
     topics: list[TopicResult] = []
     total = 0
@@ -83,6 +95,22 @@ def _read_all(
     for fetch_topic in request.topics:
         topic, name, topic_id = _resolve(ctx, fetch_topic)
         parts: list[PartitionResult] = []
+        denied = refused.get(name)
+        if denied is None:
+            # A follower was checked for the whole request (CLUSTER_ACTION); a topic id
+            # that names no topic is UNKNOWN_TOPIC_ID (below), as Kafka answers it.
+            denied = refused[name] = (
+                replica_id < 0
+                and bool(name)
+                and not ctx.allowed(Operation.READ, ResourceType.TOPIC, name)
+            )
+        if denied:
+            parts = [
+                PartitionResult(fp.partition, errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"")
+                for fp in fetch_topic.partitions
+            ]
+            topics.append(TopicResult(name, topic_id, parts))
+            continue
         for fp in fetch_topic.partitions:
             index = fp.partition
             plog, code = data_partition(ctx.broker, topic, name, index)
@@ -138,6 +166,19 @@ def _read_all(
     return topics, total, failed, logs
 
 
+def _refused_follower(ctx: RequestContext, request: Any) -> list[TopicResult]:
+    """A follower's fetch without CLUSTER_ACTION: every partition refused."""
+    topics = []
+    for fetch_topic in request.topics:
+        _, name, topic_id = _resolve(ctx, fetch_topic)
+        parts = [
+            PartitionResult(fp.partition, errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"")
+            for fp in fetch_topic.partitions
+        ]
+        topics.append(TopicResult(name, topic_id, parts))
+    return topics
+
+
 async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
     version = ctx.api_version
     session_id = getattr(request, "session_id", 0)
@@ -146,6 +187,9 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
         return encode_fetch_response(version, [], FETCH_SESSION_ID_NOT_FOUND)
     broker = ctx.broker
     replica_id = _replica_id(request)
+    if replica_id >= 0 and not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
+        return encode_fetch_response(version, _refused_follower(ctx, request))
+    refused: dict[str, bool] = {}
     max_wait = millis(request.max_wait) / 1000
     deadline = time.monotonic() + max_wait
     wanted = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
@@ -154,7 +198,7 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
         # What the broker's memory budget has left, so that responses shrink (to one
         # batch at least) rather than memory growing when many fetches are large.
         budget = broker.memory_pool.room(wanted)
-        topics, total, failed, logs = _read_all(ctx, request, budget, replica_id)
+        topics, total, failed, logs = _read_all(ctx, request, budget, replica_id, refused)
         remaining = deadline - time.monotonic()
         if (
             failed

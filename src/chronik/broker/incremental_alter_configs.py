@@ -3,6 +3,9 @@
 APPEND and SUBTRACT work as in Kafka's controller: only on LIST configs; the list they
 change is the topic's override, or else the config's own default (not the broker's
 setting); APPEND adds the values not yet present, SUBTRACT removes them.
+Each resource needs ALTER_CONFIGS, as Kafka's KafkaApis checks it: a topic on the Topic
+(TOPIC_AUTHORIZATION_FAILED), a broker or broker logger on the Cluster
+(CLUSTER_AUTHORIZATION_FAILED), a group on the Group (GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 from chronik.broker import topic_configs
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
+from chronik.security.acls import Operation
 from chronik.storage.config import TOPIC_CONFIGS, TYPE_LIST
 
 API_KEY = 44
@@ -21,22 +25,26 @@ _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
 class _Refused(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str | None) -> None:
         super().__init__(message)
         self.code = code
+        self.message = message
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
     for resource in request.resources:
         try:
+            denied = topic_configs.refused(ctx, Operation.ALTER_CONFIGS, resource)
+            if denied:
+                raise _Refused(denied, None)
             set_configs, delete = _changes(ctx, resource)
         except _Refused as refused:
             responses.append(
                 ctx.build(
                     "AlterConfigsResourceResponse",
                     error_code=refused.code,
-                    error_message=str(refused),
+                    error_message=refused.message,
                     resource_type=resource.resource_type,
                     resource_name=resource.resource_name,
                 )

@@ -5,6 +5,8 @@ Timestamps: -1 latest, -2 earliest, -3 the record with the largest timestamp
 offset whose timestamp is at or after the one asked (from the time index).
 With isolation_level=1 (read_committed, v2+) the bound is the last stable offset instead
 of the high watermark, as Kafka answers.
+Each topic needs DESCRIBE on the Topic; without it its partitions answer
+TOPIC_AUTHORIZATION_FAILED (offset and timestamp -1), as Kafka's KafkaApis.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.topics import data_partition, leader_epoch
 from chronik.protocol import errors
 from chronik.records.reader import CorruptRecords
+from chronik.security.acls import Operation, ResourceType
 
 log = logging.getLogger("chronik.list_offsets")
 
@@ -55,11 +58,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for wanted in request.topics:
-        topic = catalog.get(wanted.name)
+        allowed = ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, wanted.name)
+        topic = catalog.get(wanted.name) if allowed else None
         parts = []
         for p in wanted.partitions:
             index = p.partition_index
-            plog, code = data_partition(ctx.broker, topic, wanted.name, index)
+            if allowed:
+                plog, code = data_partition(ctx.broker, topic, wanted.name, index)
+            else:
+                plog, code = None, errors.TOPIC_AUTHORIZATION_FAILED
             if plog is None:
                 ts, offset = -1, -1
             else:

@@ -7,6 +7,9 @@ the largest epoch at or below the one asked that this log knows, and the offset 
 ended (the log end offset for the current epoch), or leader epoch -1 / end offset -1
 when the log knows none. v2+ fences a caller whose current_leader_epoch differs from
 the partition's (FENCED_LEADER_EPOCH when older, UNKNOWN_LEADER_EPOCH when newer).
+Authorization as Kafka's KafkaApis: CLUSTER_ACTION on the Cluster (a follower) answers
+every topic; else each topic needs DESCRIBE on it, or its partitions are
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import data_partition, leader_epoch
 from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 23
 VERSIONS = (0, 4)
@@ -83,12 +87,17 @@ def _partition_answer(broker: Any, topic: Any, name: str, p: Any) -> tuple[int, 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    every_topic = ctx.allowed_on_cluster(Operation.CLUSTER_ACTION)
     topics = []
     for wanted in request.topics:
+        allowed = every_topic or ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, wanted.topic)
         topic = broker.catalog.get(wanted.topic)
         parts = []
         for p in wanted.partitions:
-            code, epoch, end = _partition_answer(broker, topic, wanted.topic, p)
+            if allowed:
+                code, epoch, end = _partition_answer(broker, topic, wanted.topic, p)
+            else:
+                code, epoch, end = errors.TOPIC_AUTHORIZATION_FAILED, *UNDEFINED
             parts.append(
                 ctx.build(
                     "EpochEndOffset",

@@ -1,5 +1,10 @@
 """Produce (API key 0), versions 0-11.
 
+Authorization as Kafka's KafkaApis: a request with a transactional id needs WRITE on
+that TransactionalId (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and
+each topic WRITE on the Topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, which
+are not appended, whether the topic exists or not).
+
 Versions 0-2 may carry message formats v0/v1: those are converted to one record
 batch v2 (as Kafka up-converts), the only case where records are decoded. A batch
 is validated as bytes (header, CRC, offsets) and appended with its offset
@@ -27,6 +32,7 @@ from chronik.records.batch import InvalidBatch, validate_produced
 from chronik.records.legacy import is_legacy, up_convert
 from chronik.records.reader import keyless_records
 from chronik.records.recompress import recompress, target_codec
+from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 0
 VERSIONS = (0, 11)
@@ -41,14 +47,33 @@ async def handle(
 ) -> list[bytes] | None:
     broker = ctx.broker
     acks = request.acks
+    transactional_id = getattr(request, "transactional_id", None)
+    if transactional_id is not None and not ctx.allowed(
+        Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        release()
+        if acks == 0:
+            return None
+        code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        refused = [
+            (t.name, [_error(p.index, code) for p in t.partition_data]) for t in request.topic_data
+        ]
+        return encode_produce_response(ctx.api_version, refused)
     now = broker.now_ms()
     results: list[TopicResult] = []
     synced: list[Any] = []
     replicas = broker.cluster.replicas if broker.cluster is not None else None
     for topic_data in request.topic_data:
         name = topic_data.name
-        topic = broker.catalog.get(name)
         partitions: list[PartitionResult] = []
+        if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, name):
+            partitions = [
+                _error(p.index, errors.TOPIC_AUTHORIZATION_FAILED)
+                for p in topic_data.partition_data
+            ]
+            results.append((name, partitions))
+            continue
+        topic = broker.catalog.get(name)
         for part in topic_data.partition_data:
             index = part.index
             if acks not in (-1, 0, 1):

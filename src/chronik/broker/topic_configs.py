@@ -1,4 +1,5 @@
-"""Changing a topic's configs, shared by AlterConfigs and IncrementalAlterConfigs."""
+"""Changing a topic's configs, shared by AlterConfigs and IncrementalAlterConfigs, and
+the authorization check of a config resource shared with DescribeConfigs."""
 
 from __future__ import annotations
 
@@ -6,10 +7,40 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
+from chronik.security.acls import Operation, ResourceType
 from chronik.storage.config import validate_topic_configs
 
+# Kafka's ConfigResource.Type codes.
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
+CLIENT_METRICS = 16
+GROUP = 32
+
+# Kafka's Errors messages for a refused config resource (DescribeConfigs answers them).
+REFUSED_MESSAGES = {
+    errors.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    errors.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    errors.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+}
+
+
+def refused(ctx: RequestContext, operation: Operation, resource: Any) -> int:
+    """Kafka's check of a config resource for DESCRIBE_CONFIGS or ALTER_CONFIGS: a broker
+    (or broker logger, or client metrics) resource on the Cluster, a topic on the Topic, a
+    group on the Group. The error code when the principal may not, else 0 (also for a
+    type that is not checked, which the caller refuses as it does without ACLs)."""
+    kind, name = resource.resource_type, resource.resource_name
+    if kind in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
+        allowed = ctx.allowed_on_cluster(operation)
+        return errors.NONE if allowed else errors.CLUSTER_AUTHORIZATION_FAILED
+    if kind == TOPIC:
+        allowed = ctx.allowed(operation, ResourceType.TOPIC, name)
+        return errors.NONE if allowed else errors.TOPIC_AUTHORIZATION_FAILED
+    if kind == GROUP:
+        allowed = ctx.allowed(operation, ResourceType.GROUP, name)
+        return errors.NONE if allowed else errors.GROUP_AUTHORIZATION_FAILED
+    return errors.NONE
 
 
 def current(broker: Any, name: str) -> dict[str, str] | None:
