@@ -32,6 +32,7 @@ from chronik.records.batch import InvalidBatch, validate_produced
 from chronik.records.legacy import is_legacy, up_convert
 from chronik.records.reader import keyless_records
 from chronik.records.recompress import recompress, target_codec
+from chronik.records.versions import VersionError
 from chronik.security.acls import Operation, ResourceType
 
 API_KEY = 0
@@ -110,7 +111,11 @@ async def handle(
                 code = getattr(exc, "code", None)
                 if code is None:
                     raise
-                if code == errors.INVALID_RECORD and ctx.api_version < 8:
+                if (
+                    code == errors.INVALID_RECORD
+                    and ctx.api_version < 8
+                    and not isinstance(exc, VersionError)  # a conflict must not be retried
+                ):
                     code = errors.CORRUPT_MESSAGE
                 if code != errors.KAFKA_STORAGE_ERROR:  # logged once by the partition
                     log.info("rejected produce to %s-%d: %s", name, index, exc)

@@ -53,7 +53,7 @@ _DELETED_DIR = re.compile(r"^.+\.[0-9a-f]{32}" + re.escape(DELETE_SUFFIX) + "$")
 # The files a partition directory may hold, temporaries included.
 _LOG_FILE = re.compile(
     r"^(\d{20}\.(log|index|timeindex|snapshot)(\.cleaned|\.swap|\.tmp)?"
-    r"|log-start-offset(\.tmp)?|\.clean-shutdown)$"
+    r"|log-start-offset(\.tmp)?|\.clean-shutdown|key-versions\.db(-wal|-shm|-journal)?)$"
 )
 
 

@@ -108,6 +108,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _def("follower.replication.throttled.replicas", TYPE_LIST, "", [],
              "Accepted; a single node replicates nothing.", _throttled_replicas,
              "* or a list of partition:broker pairs"),
+        _def("key.versioning.enable", TYPE_BOOLEAN, "false", [],
+             "chronik's event store: number each key's records (the chronik-version header) "
+             "and honour chronik-expected-version on append, with a per-key index.",
+             attr="key_versioning"),
         _def("leader.replication.throttled.replicas", TYPE_LIST, "", [],
              "Accepted; a single node replicates nothing.", _throttled_replicas,
              "* or a list of partition:broker pairs"),
@@ -285,6 +289,7 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX
     min_cleanable_dirty_ratio: float = 0.5
     producer_id_expiration_ms: int = 86400000
+    key_versioning: bool = False
     overrides: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property

@@ -12,6 +12,8 @@
 #                                             by tmp + fsync + rename + directory fsync, so
 #                                             a DeleteRecords answered is never forgotten
 #     .clean-shutdown                         present only between close() and open()
+#     key-versions.db (-wal, -shm)            per-key version index, only for topics with
+#                                             key.versioning.enable (chronik.storage.key_index)
 #     *.cleaned, *.swap                       a compaction pass (chronik.storage.compaction)
 #
 # A new partition directory, its first segment included, is fsynced into its parent
@@ -54,12 +56,13 @@ import errno
 import logging
 import os
 import shutil
+import sqlite3
 import struct
 import time
 import uuid
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -74,11 +77,14 @@ from chronik.records.batch import (
     stamp_base_offset,
 )
 from chronik.records.control import InvalidMarker, build_marker, read_marker
-from chronik.records.reader import iter_records
+from chronik.records.reader import CorruptRecords, iter_records
+from chronik.records.versions import header_version, stamp_versions
 from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
 from chronik.storage.diskio import fsync_dir
 from chronik.storage.errors import KafkaStorageError, OffsetOutOfRange
+from chronik.storage.key_index import FILE_NAME as KEY_INDEX_FILE
+from chronik.storage.key_index import KeyIndex
 from chronik.storage.leader_epoch import LeaderEpochCache
 from chronik.storage.producer_state import CompletedTxn, ProducerStateManager, snapshot_path
 from chronik.storage.segment import LogSegment, SyncFailed
@@ -94,6 +100,13 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 _READ_HINTS = 16
 _EPOCH = struct.Struct(">i")
 _EPOCH_AT = 12  # partitionLeaderEpoch in the batch header
+
+
+# Prepares a client batch for the log after the duplicate check: the batch and header to
+# write, and (key, version, offset delta) of each record to put in the key index.
+Versions = list[tuple[bytes, int, int]]
+Prepare = Callable[[bytearray, BatchHeader], tuple[bytearray, BatchHeader, Versions]]
+_INDEX_CHUNK = 10_000  # rows per index transaction when indexing a log tail
 
 
 class AppendResult(NamedTuple):
@@ -148,6 +161,10 @@ class PartitionLog:
         # In a cluster the high watermark is the replica manager's; otherwise the log end.
         self.replicated = False
         self._high_watermark = 0
+        # key.versioning.enable: the per-key version index (None when the topic does not
+        # opt in, or until it could be opened), checked once per appended batch.
+        self._versioning = config.key_versioning
+        self.key_index: KeyIndex | None = None
 
     # -- open / close ---------------------------------------------------------------------
     @classmethod
@@ -193,6 +210,12 @@ class PartitionLog:
         log._recover_producer_state()
         log.epochs.truncate_from_end(log._end_offset)
         log.epochs.truncate_from_start(log._start_offset)
+        if log._versioning:
+            try:
+                log._open_key_index()
+            except (sqlite3.Error, OSError) as exc:
+                # Appends retry the open and are refused until it works.
+                log._key_index_error("not opened", exc)
         if clean:
             # Gone before any new write, so a crash from here on is seen as unclean.
             marker.unlink()
@@ -259,6 +282,7 @@ class PartitionLog:
                 self.producer_state.delete_snapshots_below(self._end_offset)
             except OSError as exc:
                 problem = _reason(exc)
+        self._close_key_index(save=problem is None)
         self.segment_drops += 1
         for seg in self.segments:
             try:
@@ -283,6 +307,7 @@ class PartitionLog:
         partition of the same name may be created at once, and what is still writing
         into the old one (a compaction pass) cannot touch it."""
         self.segment_drops += 1
+        self._close_key_index(save=False)
         if not self.closed:
             for seg in self.segments:
                 seg.close()
@@ -399,12 +424,39 @@ class PartitionLog:
         self.config = config
         for seg in self.segments:
             seg.index_interval_bytes = config.index_interval_bytes
+        if config.key_versioning == self._versioning or self.closed:
+            return
+        self._versioning = config.key_versioning
+        if not self._versioning:
+            # The file stays, marked as no longer following the log.
+            index, self.key_index = self.key_index, None
+            if index is not None:
+                try:
+                    index.set_maintained(False)
+                except sqlite3.Error as exc:
+                    self._key_index_error("not marked unmaintained", exc)
+                index.close()
+            return
+        try:
+            self._open_key_index(rebuild=True)
+        except (sqlite3.Error, OSError) as exc:
+            self._key_index_error("not built", exc)
 
     # -- append -----------------------------------------------------------------------------
-    def append(self, batch: bytearray, header: BatchHeader, now_ms: int) -> AppendResult:
+    def append(
+        self,
+        batch: bytearray,
+        header: BatchHeader,
+        now_ms: int,
+        prepare: Prepare | None = None,
+    ) -> AppendResult:
         """Append one validated client batch: idempotence check, roll if due, stamp the
         base offset (and LogAppendTime), one write. No fsync unless flush.messages says.
-        Raises KafkaStorageError, with nothing of the batch kept, if the write fails."""
+        Raises KafkaStorageError, with nothing of the batch kept, if the write fails.
+        On a topic with key.versioning.enable (or with ``prepare``) the batch goes through
+        ``prepare`` after the duplicate check (a retried duplicate is answered with its
+        original offsets, never checked again): by default the version check and stamp,
+        which raises VersionError to refuse the whole batch."""
         if self.offline is not None:
             raise self._offline_error()
         if header.producer_id >= 0:
@@ -413,10 +465,185 @@ class PartitionLog:
                 return AppendResult(
                     duplicate.first_offset, duplicate.last_offset, -1, self._start_offset, True
                 )
+        versions = None
+        if self._versioning or prepare is not None:
+            if prepare is None:
+                prepare = self._stamp_versions
+            batch, header, versions = prepare(batch, header)
         result = self._append(batch, header, now_ms)
         if header.producer_id >= 0:
             self.producer_state.update(header, result.base_offset, now_ms)
+        if versions is not None and self.key_index is not None:
+            base = result.base_offset
+            self._index_append([(key, v, base + delta) for key, v, delta in versions])
         return result
+
+    # -- key versions (key.versioning.enable) -----------------------------------------------
+    def _stamp_versions(
+        self, batch: bytearray, header: BatchHeader
+    ) -> tuple[bytearray, BatchHeader, list[tuple[bytes, int, int]]]:
+        """The default prepare of an opted-in log: check expected versions and stamp each
+        keyed record's version (chronik.records.versions), from an index that agrees with
+        the log. Nothing awaits between this and the append: the check is atomic."""
+        index = self._key_index_ready()
+        return stamp_versions(batch, header, index.version_count)
+
+    def _key_index_ready(self) -> KeyIndex:
+        """The key index, brought up to the log end first if a write of it failed; raises
+        KafkaStorageError if that cannot be done (the append is refused)."""
+        index = self.key_index
+        if index is not None and not index.stale and index.end == self._end_offset:
+            return index
+        try:
+            if index is None:
+                self._open_key_index()
+            elif index.stale:
+                self._open_key_index(rebuild=True)
+            else:
+                self._sync_key_index(index)
+        except (sqlite3.Error, OSError) as exc:
+            self._key_index_error("not brought up to the log end", exc)
+            raise KafkaStorageError(
+                f"partition {self.name}: key version index unavailable: {exc}"
+            ) from None
+        assert self.key_index is not None
+        return self.key_index
+
+    def _open_key_index(self, rebuild: bool = False) -> None:
+        """Open the index and make it agree with the log; ``rebuild`` (the topic opted in
+        just now, or the index is known to be wrong) builds it from the whole log."""
+        if self.key_index is not None:
+            self.key_index.close()
+            self.key_index = None
+        path = self.directory / KEY_INDEX_FILE
+        index = None
+        why = None
+        if not rebuild and path.exists():
+            try:
+                index = KeyIndex(path)
+            except sqlite3.Error as exc:
+                why = f"unreadable ({exc})"
+            else:
+                if not index.maintained:
+                    index.close()
+                    index = None
+                    why = "not maintained while key.versioning.enable was off"
+        elif not rebuild and self._end_offset > self._start_offset:
+            why = "missing"
+        if index is None:
+            if why is not None:
+                log.warning(
+                    "partition %s: key version index %s; rebuilding it from the log",
+                    self.name,
+                    why,
+                )
+            index = KeyIndex.create(self.directory)
+        self.key_index = index
+        self._sync_key_index(index)
+
+    def _sync_key_index(self, index: KeyIndex) -> None:
+        """Make the index agree with the log: never beyond its end, nothing below its
+        start, and the tail it lacks indexed from the records' chronik-version headers."""
+        index.start = self._start_offset
+        if index.end > self._end_offset:
+            index.truncate(self._end_offset)
+        index.drop_below(self._start_offset)
+        if index.end < self._end_offset:
+            self._index_batches(index, self._stored_batches(index.end), index.end)
+        index.stale = False
+
+    def _stored_batches(self, offset: int) -> Iterator[bytes]:
+        """The batches of the log from the one holding ``offset`` to its end."""
+        if offset >= self._end_offset:
+            return
+        for seg, pos, header in self.batches_from(offset):
+            if header.last_offset < offset:
+                continue
+            yield seg.read(pos, header.size)
+
+    def _index_batches(self, index: KeyIndex, batches: Iterable[bytes], offset: int) -> None:
+        """Index the keyed records at or past ``offset`` of stored batches: versions from
+        their chronik-version headers; a record without one (written before the topic
+        opted in) takes the key's next number. Commits every _INDEX_CHUNK rows; the index
+        ends at the log end after the last."""
+        rows: list[tuple[bytes, int, int]] = []
+        pending: dict[bytes, int] = {}
+        for batch in batches:
+            header = read_header(batch)
+            if header.is_control:
+                continue
+            try:
+                records = list(iter_records(batch))
+            except CorruptRecords:
+                continue  # sealed undecodable by a client: its keys are unknowable
+            for rec in records:
+                if rec.key is None or rec.offset < offset:
+                    continue
+                version = header_version(rec)
+                known = pending.get(rec.key)
+                if known is None:
+                    known = index.version_count(rec.key)
+                if version is None:
+                    version = known
+                pending[rec.key] = max(known, version + 1)
+                rows.append((rec.key, version, rec.offset))
+            if len(rows) >= _INDEX_CHUNK:
+                index.record(rows, header.last_offset + 1)
+                rows = []
+                pending.clear()
+        index.record(rows, self._end_offset)
+
+    def _index_append(self, rows: list[tuple[bytes, int, int]]) -> None:
+        """Index an appended batch. A failure is logged: the index stays behind the log,
+        and the next append brings it up from the log first."""
+        index = self.key_index
+        assert index is not None
+        if not rows:
+            index.advance(self._end_offset)
+            return
+        try:
+            index.record(rows, self._end_offset)
+        except sqlite3.Error as exc:
+            self._key_index_error("write failed", exc)
+
+    def _index_cut(self, end: int, start: int | None = None) -> None:
+        """The log was cut back to ``end`` (and, emptied, starts at ``start``)."""
+        index = self.key_index
+        if index is None:
+            return
+        try:
+            if index.end > end:
+                index.truncate(end)
+            if start is not None:
+                index.start = start
+                index.drop_below(start)
+        except sqlite3.Error as exc:
+            index.stale = True  # rebuilt from the log before the next append
+            self._key_index_error("not truncated", exc)
+
+    def _index_start_moved(self) -> None:
+        index = self.key_index
+        if index is None:
+            return
+        index.start = self._start_offset  # reads skip the rows below at once
+        try:
+            index.drop_below(self._start_offset)
+        except sqlite3.Error as exc:
+            self._key_index_error("rows below the log start not removed", exc)
+
+    def _key_index_error(self, what: str, exc: BaseException) -> None:
+        log.error("partition %s: key version index %s: %s", self.name, what, exc)
+
+    def _close_key_index(self, save: bool) -> None:
+        index, self.key_index = self.key_index, None
+        if index is None:
+            return
+        if save and not index.stale and index.end <= self._end_offset:
+            try:
+                index.record([], self._end_offset)
+            except sqlite3.Error as exc:
+                self._key_index_error("end not saved", exc)
+        index.close()
 
     def append_marker(
         self,
@@ -517,6 +744,8 @@ class PartitionLog:
         batches = self._replicated_batches(view)
         if not batches:
             return self._end_offset
+        if self._versioning:
+            self._key_index_ready()
         first = batches[0][1]
         if first.base_offset < self._end_offset:
             # Kafka's way out for an empty log whose start (the leader's log start offset,
@@ -623,6 +852,17 @@ class PartitionLog:
         self._unflushed_messages += records
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = _now_ms()
+        index = self.key_index
+        if index is not None and not index.stale:
+            # A follower never numbers records itself: the leader's headers say.
+            try:
+                self._index_batches(
+                    index,
+                    (chunk[rel - run_start : rel - run_start + h.size] for rel, h in run),
+                    run[0][1].base_offset,
+                )
+            except sqlite3.Error as exc:
+                self._key_index_error("write failed", exc)
 
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and after ``offset`` (from the start of the batch that
@@ -709,6 +949,7 @@ class PartitionLog:
         log.info("partition %s: emptied, starts at offset %d", self.name, offset)
 
     def _after_truncation(self, new_end: int) -> None:
+        self._index_cut(new_end, self._start_offset)
         if self.producer_state.producers or self.producer_state.snapshot_offsets():
             self._recover_producer_state()
         self.epochs.truncate_from_end(new_end)
@@ -935,6 +1176,19 @@ class PartitionLog:
                 return seg, found[0]
         return None
 
+    def batch_at(self, offset: int) -> tuple[bytes, int] | None:
+        """(bytes, last offset) of the batch holding ``offset``, or of the first one after
+        it (the offset was removed by compaction); None past the last batch."""
+        if offset >= self._end_offset:
+            return None
+        offset = max(offset, self._start_offset)
+        for seg in self.segments[self._segment_index(offset) :]:
+            found = seg.find(offset)
+            if found is not None:
+                pos, header = found
+                return seg.read(pos, header.size), header.last_offset
+        return None
+
     def batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """(segment, position, header) of every batch from the one holding ``offset``."""
         i = self._segment_index(offset)
@@ -1036,6 +1290,7 @@ class PartitionLog:
         for seg in gone:
             seg.delete()
         self.producer_state.delete_snapshots_below(self._start_offset)
+        self._index_start_moved()
 
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (DeleteRecords); -1 means the end offset."""
@@ -1051,6 +1306,7 @@ class PartitionLog:
             except OSError as exc:
                 raise self._storage_error(exc) from None
             self._start_offset = before_offset
+            self._index_start_moved()
             if self._start_offset == self._end_offset and self.active.size:
                 # If the roll fails the records are below the start offset all the same.
                 with contextlib.suppress(KafkaStorageError):
@@ -1101,7 +1357,15 @@ class PartitionLog:
         return job.pin() if job.due(self._compacted_through) else None
 
     def compacted_through(self, offset: int) -> None:
+        """Compaction cleaned the log below ``offset``."""
         self._compacted_through = max(self._compacted_through, offset)
+        index = self.key_index
+        if index is not None:
+            try:
+                index.prune_compacted(offset)
+            except sqlite3.Error as exc:
+                # Reads skip offsets that no longer hold their record all the same.
+                self._key_index_error("compacted rows not removed", exc)
 
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
         """Swap closed segments for their compacted versions (same offset range)."""
