@@ -1,4 +1,14 @@
-"""One client connection: read frames, run handlers, write responses in order."""
+"""One client connection: read frames, run handlers, write responses in order.
+
+On a SASL listener, until authenticated, requests are taken one at a time and only
+ApiVersions, SaslHandshake and SaslAuthenticate are served. With a session lifetime
+(connections.max.reauth.ms, KIP-368) a SaslHandshake on an authenticated connection
+starts a re-authentication: the requests read before it are served as they were, with
+the principal they came with; from it on, requests are again taken one at a time and
+only those three served, until the exchange completes (with the same user: anything
+else closes the connection). Once the session has expired, any request but a
+SaslHandshake closes the connection, as Kafka's SocketServer does.
+"""
 
 from __future__ import annotations
 
@@ -78,7 +88,9 @@ class Connection:
         self.broker = broker
         self.listener = listener.name if listener is not None else "PLAINTEXT"
         self.sasl: SaslSession | None = (
-            broker.security.sasl_session() if listener is not None and listener.sasl else None
+            broker.security.sasl_session(self.listener)
+            if listener is not None and listener.sasl
+            else None
         )
         self.tls_principal = ANONYMOUS
         if listener is not None and listener.tls and not listener.sasl:
@@ -111,7 +123,8 @@ class Connection:
     @property
     def principal(self) -> str:
         if self.sasl is not None:
-            return f"User:{self.sasl.user}" if self.sasl.complete else ANONYMOUS
+            # Kept through a re-authentication, which cannot change it.
+            return f"User:{self.sasl.user}" if self.sasl.authenticated else ANONYMOUS
         return self.tls_principal
 
     async def serve(self) -> None:
@@ -298,6 +311,16 @@ class Connection:
         if handler is None:
             log.warning("closing connection from %s: unknown API key %d", self.peer, api_key)
             return None
+        sasl = self.sasl
+        if sasl is not None and sasl.complete:
+            now = time.monotonic()
+            if api_key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication(now):
+                # Decided here, as the request is read: what is read after it waits for
+                # its answer and is gated as before authentication.
+                log.debug("re-authentication of %s from %s begins", self.principal, self.peer)
+            elif sasl.expired(now):
+                self.broker.security.session_expired(self.peer, sasl, api_key)
+                return None
         if (
             self.sasl is not None
             and not self.sasl.complete

@@ -138,6 +138,24 @@ class Metrics:
                 f'chronik_sasl_authentications_total{{mechanism="{_label(mechanism)}",'
                 f'result="{result}"}} {n}'
             )
+        family(
+            "chronik_sasl_reauthentications_total",
+            "counter",
+            "SASL re-authentications (connections.max.reauth.ms) by mechanism and result.",
+        )
+        for (mechanism, result), n in sorted(self.broker.security.reauth_outcomes.items()):
+            lines.append(
+                f'chronik_sasl_reauthentications_total{{mechanism="{_label(mechanism)}",'
+                f'result="{result}"}} {n}'
+            )
+        family(
+            "chronik_sasl_expired_connections_closed_total",
+            "counter",
+            "Connections closed for a request after their SASL session expired.",
+        )
+        lines.append(
+            f"chronik_sasl_expired_connections_closed_total {self.broker.security.expired_closed}"
+        )
         self._render_partitions(lines, family)
         self._render_groups(lines, family)
         self._render_transactions(lines, family)

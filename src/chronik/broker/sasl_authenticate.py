@@ -2,7 +2,9 @@
 
 Carries one SASL token each way after a v1 SaslHandshake. A failed exchange answers
 SASL_AUTHENTICATION_FAILED with Kafka's message, after the failed-authentication delay,
-and the connection closes once the answer is written.
+and the connection closes once the answer is written. The answer that completes an
+exchange carries the session's lifetime (v1+: session_lifetime_ms, from
+connections.max.reauth.ms; 0 without one), before which the client re-authenticates.
 """
 
 from __future__ import annotations
@@ -26,16 +28,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except AuthenticationFailed as exc:
         await ctx.broker.security.authentication_failed(ctx.client_host, session, str(exc))
         return _answer(ctx, errors.SASL_AUTHENTICATION_FAILED, str(exc))
+    lifetime = 0
     if session.complete:
         ctx.broker.security.authenticated(session)
-    return _answer(ctx, errors.NONE, None, token)
+        lifetime = session.lifetime_ms
+    return _answer(ctx, errors.NONE, None, token, lifetime)
 
 
-def _answer(ctx: RequestContext, code: int, message: str | None, token: bytes = b"") -> Any:
+def _answer(
+    ctx: RequestContext, code: int, message: str | None, token: bytes = b"", lifetime: int = 0
+) -> Any:
     return ctx.build(
         "SaslAuthenticateResponse",
         error_code=code,
         error_message=message,
         auth_bytes=token,
-        session_lifetime=0,
+        session_lifetime=lifetime,
     )

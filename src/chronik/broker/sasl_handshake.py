@@ -1,8 +1,11 @@
 """SaslHandshake (API key 17), versions 0-1.
 
 Names the mechanism of a connection on a SASL listener. After v0 the tokens follow as
-bare frames; after v1 in SaslAuthenticate requests. Elsewhere (a PLAINTEXT or SSL
-listener, or once authenticated) it is ILLEGAL_SASL_STATE, as Kafka answers.
+bare frames; after v1 in SaslAuthenticate requests. On an authenticated connection whose
+session has a lifetime (connections.max.reauth.ms) it starts a re-authentication (the
+connection decides that when it reads the request; the mechanism must be the same).
+Elsewhere (a PLAINTEXT or SSL listener, or an authenticated connection otherwise) it is
+ILLEGAL_SASL_STATE, as Kafka answers.
 """
 
 from __future__ import annotations

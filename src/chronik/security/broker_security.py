@@ -9,12 +9,17 @@ store and presents this broker's key store certificate, with the host name check
 `ssl.endpoint.identification.algorithm` says; SASL uses
 `sasl.mechanism.inter.broker.protocol` with the username and password of
 `listener.name.<listener>.<mechanism>.sasl.jaas.config` (lowercased names) or
-`sasl.jaas.config`."""
+`sasl.jaas.config`.
+
+Re-authentication (KIP-368): `connections.max.reauth.ms`, or for one listener and
+mechanism `listener.name.<listener>.<mechanism>.connections.max.reauth.ms`, is the
+lifetime of an authenticated session; 0 (the default) means none."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import ssl
 import time
 from collections import OrderedDict
@@ -37,7 +42,12 @@ DEFAULTS = {
     "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
     "connection.failed.authentication.delay.ms": "100",
     "sasl.server.max.receive.size": "524288",
+    "connections.max.reauth.ms": "0",
 }
+REAUTH_KEY = "connections.max.reauth.ms"
+LISTENER_REAUTH_KEY = re.compile(
+    r"listener\.name\.([^.]+)\.(.+)\.connections\.max\.reauth\.ms", re.IGNORECASE
+)
 # Read here; other ssl.* and sasl.* keys are reported as having no effect.
 KEYS = (
     "listeners",
@@ -144,6 +154,14 @@ class BrokerSecurity:
         self.mechanisms = mechanisms
         self.failed_delay = int(settings["connection.failed.authentication.delay.ms"]) / 1000
         self.sasl_max_receive_size = int(settings["sasl.server.max.receive.size"])
+        self.reauth_ms = _reauth_ms(settings[REAUTH_KEY], REAUTH_KEY)
+        # (listener, mechanism) -> ms, from the listener.name.* keys (names uppercased).
+        self.listener_reauth_ms: dict[tuple[str, str], int] = {}
+        for key, value in settings.items():
+            match = LISTENER_REAUTH_KEY.fullmatch(key)
+            if match:
+                where = (match.group(1).upper(), match.group(2).upper())
+                self.listener_reauth_ms[where] = _reauth_ms(value, key)
         self.data_dir = Path(data_dir)
         self._store: CredentialStore | SharedCredentials | None = None
         self.tls_settings = TlsSettings.from_config(settings)
@@ -156,8 +174,11 @@ class BrokerSecurity:
             self._client_security(settings) if clustered else None
         )
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
-        # (mechanism, "success" | "failure") -> count, for the metrics.
+        # (mechanism, "success" | "failure") -> count, for the metrics: authentications
+        # and re-authentications apart; and connections closed for an expired session.
         self.outcomes: dict[tuple[str, str], int] = {}
+        self.reauth_outcomes: dict[tuple[str, str], int] = {}
+        self.expired_closed = 0
 
     def _client_security(self, settings: Mapping[str, str]) -> ClientSecurity:
         spec = self.inter_broker
@@ -197,10 +218,31 @@ class BrokerSecurity:
 
     def _count(self, session: SaslSession, outcome: str) -> None:
         key = (session.mechanism or "none", outcome)
-        self.outcomes[key] = self.outcomes.get(key, 0) + 1
+        counts = self.reauth_outcomes if session.reauthentication else self.outcomes
+        counts[key] = counts.get(key, 0) + 1
 
     def authenticated(self, session: SaslSession) -> None:
         self._count(session, "success")
+
+    def session_lifetimes(self, listener: str | None) -> dict[str, int]:
+        """The session lifetime in ms of each mechanism on ``listener``: its own
+        setting, else `connections.max.reauth.ms` (Kafka's per-listener override)."""
+        name = (listener or "").upper()
+        return {m: self.listener_reauth_ms.get((name, m), self.reauth_ms) for m in self.mechanisms}
+
+    def session_expired(self, peer: str, session: SaslSession, api_key: int) -> None:
+        """A request on a connection whose session expired: one line, then it closes."""
+        self.expired_closed += 1
+        late = 0.0 if session.expires_at is None else time.monotonic() - session.expires_at
+        log.info(
+            "closing connection from %s: SASL session of User:%s expired %d ms ago without "
+            "re-authentication (connections.max.reauth.ms %d); API %d not served",
+            peer,
+            session.user,
+            late * 1000,
+            session.lifetime_ms,
+            api_key,
+        )
 
     @property
     def store(self) -> CredentialStore | SharedCredentials:
@@ -229,8 +271,8 @@ class BrokerSecurity:
         subject = subject_name(peercert)
         return ANONYMOUS if subject is None else self.principals.from_subject(subject)
 
-    def sasl_session(self) -> SaslSession:
-        return SaslSession(self.mechanisms, self.store)
+    def sasl_session(self, listener: str | None = None) -> SaslSession:
+        return SaslSession(self.mechanisms, self.store, self.session_lifetimes(listener))
 
     def reload_tls(self) -> bool:
         """Build the TLS context anew from the settings' files; whether it was (a store
@@ -261,13 +303,33 @@ class BrokerSecurity:
         self._failures[host] = (count, now)
         while len(self._failures) > FAILURE_HOSTS:
             self._failures.popitem(last=False)
-        log.warning(
-            "failed authentication from %s with %s (%d in a row): %s",
-            host,
-            session.mechanism,
-            count,
-            reason,
-        )
+        if session.reauthentication:
+            log.warning(
+                "failed re-authentication of User:%s from %s with %s (%d in a row): %s",
+                session.user,
+                host,
+                session.mechanism,
+                count,
+                reason,
+            )
+        else:
+            log.warning(
+                "failed authentication from %s with %s (%d in a row): %s",
+                host,
+                session.mechanism,
+                count,
+                reason,
+            )
         delay = min(self.failed_delay * 2 ** min(count - 1, 16), MAX_FAILURE_DELAY_SECONDS)
         if delay > 0:
             await asyncio.sleep(delay)
+
+
+def _reauth_ms(value: str, key: str) -> int:
+    try:
+        ms = int(value.strip())
+    except ValueError:
+        raise ListenerError(f"{key} must be a number of milliseconds, got {value!r}") from None
+    if ms < 0:
+        raise ListenerError(f"{key} must be 0 (no re-authentication) or more, got {ms}")
+    return ms

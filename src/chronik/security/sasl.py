@@ -8,12 +8,21 @@ SaslAuthenticate.
 
 Mechanisms: PLAIN (RFC 4616: "authzid NUL user NUL password", checked against the SCRAM
 credential store) and SCRAM-SHA-256 / SCRAM-SHA-512.
+
+Re-authentication (KIP-368): with a session lifetime for the mechanism
+(`connections.max.reauth.ms`), a completed authentication expires that long after it
+completed. Before then (or after), a SaslHandshake on the connection starts a new
+exchange with the same mechanism, which must end with the same user; it starts a new
+lifetime. The credentials are read again, so a deleted user or a changed password
+takes effect then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import time
+from collections.abc import Mapping
 
 from chronik.security.credentials import CredentialStore, SharedCredentials
 from chronik.security.scram import (
@@ -27,6 +36,9 @@ from chronik.security.scram import (
 PLAIN = "PLAIN"
 SUPPORTED = (PLAIN, *MECHANISMS)
 PLAIN_DECOY = "SCRAM-SHA-512"
+# As Kafka's KafkaChannel: a connection re-authenticates at most once a second; a
+# SaslHandshake sooner than that is answered as on any authenticated connection.
+MIN_REAUTH_INTERVAL_SECONDS = 1.0
 
 
 class AuthenticationFailed(Exception):
@@ -116,43 +128,114 @@ class SaslSession:
     """The authentication state of one connection on a SASL listener."""
 
     def __init__(
-        self, enabled: tuple[str, ...], store: CredentialStore | SharedCredentials
+        self,
+        enabled: tuple[str, ...],
+        store: CredentialStore | SharedCredentials,
+        lifetimes: Mapping[str, int] | None = None,
     ) -> None:
         self.enabled = enabled
         self.store = store
+        # Session lifetime in ms by mechanism (connections.max.reauth.ms); 0: none.
+        self.lifetimes = dict(lifetimes or {})
         self.state = State.HANDSHAKE
         self.mechanism: str | None = None
         # A v0 handshake: the tokens come as bare frames.
         self.raw = False
+        # The authenticated user; during a re-authentication, still the previous one.
         self.user: str | None = None
+        # Whether the exchange under way (or the last one) is a re-authentication.
+        self.reauthentication = False
+        # The current session's lifetime, as SaslAuthenticate tells the client, and
+        # when it ends (time.monotonic()); None: it does not.
+        self.lifetime_ms = 0
+        self.expires_at: float | None = None
+        self._reauth_started: float | None = None
+        # Why a re-authentication that named another mechanism fails at its first token.
+        self._refusal: str | None = None
         self._server: PlainServer | ScramStepper | None = None
 
     @property
     def complete(self) -> bool:
         return self.state is State.COMPLETE
 
+    @property
+    def authenticated(self) -> bool:
+        """Whether the connection has a user: authenticated, perhaps re-authenticating."""
+        return self.user is not None and self.state is not State.FAILED
+
+    def expired(self, now: float | None = None) -> bool:
+        """Whether the session's lifetime has ended (never without one)."""
+        if self.expires_at is None:
+            return False
+        return (time.monotonic() if now is None else now) > self.expires_at
+
+    def begin_reauthentication(self, now: float | None = None) -> bool:
+        """A SaslHandshake arrived on an authenticated connection: whether it starts a
+        re-authentication. It does, as in Kafka, only when the session has a lifetime
+        and the previous re-authentication started at least a second ago."""
+        if self.state is not State.COMPLETE or self.expires_at is None:
+            return False
+        now = time.monotonic() if now is None else now
+        last = self._reauth_started
+        if last is not None and now - last < MIN_REAUTH_INTERVAL_SECONDS:
+            return False
+        self._reauth_started = now
+        self.reauthentication = True
+        self._refusal = None
+        self._server = None
+        self.state = State.HANDSHAKE
+        return True
+
     def handshake(self, mechanism: str, version: int) -> bool:
         """Whether ``mechanism`` is enabled; if it is, authentication starts."""
         if mechanism not in self.enabled:
+            if self.reauthentication:
+                self.state = State.FAILED
             return False
-        self.mechanism = mechanism
         self.raw = version == 0
+        self.state = State.AUTHENTICATE
+        if self.reauthentication and mechanism != self.mechanism:
+            # Kafka's REAUTH_BAD_MECHANISM: the handshake succeeds, the exchange fails.
+            self._refusal = (
+                f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                f"re-authentication of mechanism '{self.mechanism}'"
+            )
+            return True
+        self.mechanism = mechanism
         self._server = (
             PlainServer(self.store) if mechanism == PLAIN else ScramStepper(mechanism, self.store)
         )
-        self.state = State.AUTHENTICATE
         return True
 
     async def authenticate(self, token: bytes) -> bytes:
         """One token from the client; the server's answer. Raises AuthenticationFailed."""
+        if self._refusal is not None:
+            self.state = State.FAILED
+            raise AuthenticationFailed(self._refusal)
         if self.state is not State.AUTHENTICATE or self._server is None:
             raise AuthenticationFailed(f"unexpected SASL token in state {self.state.value}")
         try:
             answer = await self._server.step(token)
-        except AuthenticationFailed:
+        except AuthenticationFailed as exc:
             self.state = State.FAILED
+            if self.reauthentication:
+                # Kafka's wording names which of the two failed.
+                message = str(exc).replace("during authentication", "during re-authentication")
+                raise AuthenticationFailed(message) from None
             raise
         if self._server.done:
-            self.user = self._server.user
+            user = self._server.user
+            if self.reauthentication and user != self.user:
+                self.state = State.FAILED
+                raise AuthenticationFailed(
+                    "Cannot change principals during re-authentication from "
+                    f"User.{self.user}: User.{user}"
+                )
+            self.user = user
             self.state = State.COMPLETE
+            self._server = None
+            self.lifetime_ms = self.lifetimes.get(self.mechanism or "", 0)
+            self.expires_at = (
+                time.monotonic() + self.lifetime_ms / 1000 if self.lifetime_ms > 0 else None
+            )
         return answer
