@@ -1,4 +1,5 @@
-"""AlterConfigs (API key 33), versions 0-2: replaces a topic's overrides.
+"""AlterConfigs (API key 33), versions 0-2: replaces a topic's overrides, or a broker's
+dynamic configs (chronik.broker.dynamic_configs).
 
 Each resource needs ALTER_CONFIGS, as Kafka's KafkaApis checks it: a topic on the Topic
 (TOPIC_AUTHORIZATION_FAILED), a broker on the Cluster (CLUSTER_AUTHORIZATION_FAILED).

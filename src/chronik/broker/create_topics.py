@@ -149,7 +149,9 @@ def _result(
                 config_source=e.source,
                 is_sensitive=e.is_sensitive,
             )
-            for e in describe_topic_configs(ctx.broker.config.overrides, configs)
+            for e in describe_topic_configs(
+                ctx.broker.config.overrides, configs, **ctx.broker.dynamic.topic_layers()
+            )
         )
     return ctx.build(
         "CreatableTopicResult",

@@ -13,12 +13,7 @@ from chronik.broker import topic_configs
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
 from chronik.security.acls import Operation
-from chronik.storage.config import (
-    SOURCE_DEFAULT,
-    SOURCE_STATIC_BROKER,
-    TYPE_STRING,
-    describe_topic_configs,
-)
+from chronik.storage.config import SOURCE_DEFAULT, describe_topic_configs
 
 API_KEY = 32
 VERSIONS = (0, 4)
@@ -47,21 +42,6 @@ def _entry(ctx: RequestContext, request: Any, e: Any) -> Any:
     )
 
 
-def _broker_entries(ctx: RequestContext, keys: Any) -> list[Any]:
-    from chronik.storage.config import ConfigEntry
-
-    config = ctx.broker.config
-    entries = []
-    for name in sorted(config.values):
-        if keys is not None and name not in keys:
-            continue
-        source = SOURCE_STATIC_BROKER if name in config.overrides else SOURCE_DEFAULT
-        entries.append(
-            ConfigEntry(name, config.values[name], source, False, True, [], TYPE_STRING, "")
-        )
-    return entries
-
-
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     results = []
@@ -78,12 +58,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if configs is None:
                 code, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist"
             else:
-                entries = describe_topic_configs(broker.config.overrides, configs, keys)
+                entries = describe_topic_configs(
+                    broker.config.overrides, configs, keys, **broker.dynamic.topic_layers()
+                )
         elif resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(broker.node_id)):
                 code, message = errors.INVALID_REQUEST, f"Unknown broker {resource.resource_name}"
             else:
-                entries = _broker_entries(ctx, keys)
+                entries = broker.dynamic.describe(resource.resource_name, keys)
         else:
             code, message = (
                 errors.INVALID_REQUEST,

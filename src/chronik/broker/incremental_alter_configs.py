@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (API key 44), versions 0-1: SET, DELETE, APPEND and SUBTRACT on topics.
+"""IncrementalAlterConfigs (API key 44), versions 0-1: SET, DELETE, APPEND and SUBTRACT on
+topics and brokers (Kafka's dynamic broker configs: chronik.broker.dynamic_configs).
 
 APPEND and SUBTRACT work as in Kafka's controller: only on LIST configs; the list they
 change is the topic's override, or else the config's own default (not the broker's
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chronik.broker import topic_configs
+from chronik.broker import dynamic_configs, topic_configs
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
 from chronik.security.acls import Operation
@@ -65,8 +66,14 @@ def _changes(ctx: RequestContext, resource: Any) -> tuple[dict[str, str], list[s
     if nulls:
         raise _Refused(errors.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     current: dict[str, str] = {}
+    broker = resource.resource_type == topic_configs.BROKER
     if resource.resource_type == topic_configs.TOPIC:
         current = topic_configs.current(ctx.broker, resource.resource_name) or {}
+    elif broker:
+        try:
+            current = ctx.broker.dynamic.stored(ctx.broker.dynamic.entity(resource.resource_name))
+        except dynamic_configs.Refused as refused:
+            raise _Refused(refused.code, refused.message) from None
     set_configs: dict[str, str] = {}
     delete: list[str] = []
     for c in resource.configs:
@@ -76,20 +83,22 @@ def _changes(ctx: RequestContext, resource: Any) -> tuple[dict[str, str], list[s
         elif op == DELETE:
             delete.append(c.name)
         elif op in (APPEND, SUBTRACT):
-            set_configs[c.name] = _list_op(op, c.name, c.value, current.get(c.name))
+            set_configs[c.name] = _list_op(op, c.name, c.value, current.get(c.name), broker)
         else:
             raise _Refused(errors.INVALID_REQUEST, f"Unknown operation type {op}")
     return set_configs, delete
 
 
-def _list_op(op: int, name: str, value: str, override: str | None) -> str:
-    d = TOPIC_CONFIGS.get(name)
+def _list_op(op: int, name: str, value: str, override: str | None, broker: bool) -> str:
+    """The list after APPEND/SUBTRACT; a broker's list starts from its dynamic config or
+    the config's default, as Kafka's ConfigAdminManager.prepareIncrementalConfigs."""
+    d = dynamic_configs.key_of(name) if broker else TOPIC_CONFIGS.get(name)
     if d is None or d.type != TYPE_LIST:
         raise _Refused(
             errors.INVALID_CONFIG,
             f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.",
         )
-    items = _split(override if override is not None else d.default)
+    items = _split(override if override is not None else (d.default or ""))
     for item in _split(value):
         if op == APPEND and item not in items:
             items.append(item)

@@ -25,6 +25,7 @@ from chronik.broker import apis
 from chronik.broker.config import BrokerConfig
 from chronik.broker.connection import Connection
 from chronik.broker.descriptors import default_max_connections, raise_nofile_limit
+from chronik.broker.dynamic_configs import DynamicBrokerConfigs
 from chronik.broker.listener import Bound, Listener, bind
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
@@ -114,6 +115,7 @@ class Broker:
         # chronik.cluster.node.ClusterNode in cluster mode (zookeeper.connect), else None.
         self.cluster: Any = None
         self.metrics = Metrics(self)
+        self.dynamic = DynamicBrokerConfigs(self)
         self.metrics_listen = metrics_listen
         self.metrics_port: int | None = None
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
@@ -155,9 +157,10 @@ class Broker:
         nofile = raise_nofile_limit()
         open_files = FILES.configure(self.config.log_open_files_max)
         log.info("log files keep at most %d descriptors open (log.open.files.max)", open_files)
+        self.dynamic.load()  # a single node's dynamic broker configs, before the logs
         self.catalog = Catalog(
             self.data_dir,
-            self.config.overrides,
+            self.dynamic.effective(),
             max_partitions=self.config.max_broker_partitions,
         )
         self.catalog.load()
@@ -195,7 +198,11 @@ class Broker:
             self.config.max_connections_per_ip,
             self.config.max_connections_per_ip_overrides,
         )
+        self.dynamic.started()
         if self.cluster is not None:
+            # The cluster's dynamic broker configs (/config/brokers) follow the view.
+            view = self.cluster.view
+            view.subscribe(lambda: self.dynamic.follow(view))
             # Joined once the port is known (it is registered) and before any request is
             # taken: the first requests already see the cluster.
             await self.cluster.start()

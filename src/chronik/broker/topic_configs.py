@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronik.broker import dynamic_configs
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
 from chronik.security.acls import Operation, ResourceType
@@ -52,6 +53,31 @@ def current(broker: Any, name: str) -> dict[str, str] | None:
     return None if topic is None else dict(topic.configs)
 
 
+async def alter_broker(
+    ctx: RequestContext,
+    name: str,
+    set_configs: dict[str, str],
+    delete: list[str],
+    validate_only: bool,
+    replace: bool,
+) -> None:
+    """Kafka's dynamic broker configs: this broker's or another live broker's (name: its
+    id) or the cluster default (name ""); Refused when Kafka would refuse."""
+    dynamic = ctx.broker.dynamic
+    entity = dynamic.entity(name)
+    new = {} if replace else dynamic.stored(entity)
+    new.update(set_configs)
+    for key in delete:
+        new.pop(key, None)
+    this_broker = entity == str(ctx.broker.node_id)
+    dynamic_configs.validate(ctx.broker, new, entity != dynamic_configs.DEFAULT_ENTITY,
+                             this_broker)
+    if not validate_only:
+        await dynamic.write(entity, new)
+        if this_broker and any(k.startswith(("ssl.", "listener.name.")) for k in set_configs):
+            dynamic.apply_tls()  # Kafka reloads the stores even when the names did not change
+
+
 async def apply(
     ctx: RequestContext,
     resource: Any,
@@ -87,7 +113,16 @@ async def apply(
                     raise
                 message = str(exc)
     elif resource.resource_type == BROKER:
-        code, message = errors.INVALID_REQUEST, "Broker configs are set at start with --set"
+        try:
+            await alter_broker(ctx, resource.resource_name, set_configs, delete, validate_only,
+                               replace)
+        except dynamic_configs.Refused as refused:
+            code, message = refused.code, refused.message
+        except Exception as exc:
+            code = getattr(exc, "code", None)
+            if code is None:
+                raise
+            message = str(exc)
     else:
         code, message = (
             errors.INVALID_REQUEST,

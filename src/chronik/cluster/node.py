@@ -656,6 +656,29 @@ class ClusterNode:
             sequence=True,
         )
 
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of a broker (entity: its id) or of the cluster default
+        ("<default>") in /config/brokers, with Kafka's change notice; every broker's view
+        follows, and each applies its own and the default's."""
+        await self.session.run(self._write_broker_configs, entity, dict(configs))
+        await self.view.wait_until(
+            lambda: self.view.broker_configs.get(entity, {}) == configs, 5.0
+        )
+
+    def _write_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        client = self.session.client
+        assert client is not None
+        path = znodes.broker_config_path(entity)
+        try:
+            client.set(path, znodes.config_value(configs))
+        except NoNodeError:
+            client.create(path, znodes.config_value(configs), makepath=True)
+        client.create(
+            f"{znodes.CONFIG_CHANGES}/config_change_",
+            znodes.config_change_value(entity, "brokers"),
+            sequence=True,
+        )
+
     async def alter_user_credentials(
         self, changes: list[tuple[str, str, str | None]]
     ) -> None:

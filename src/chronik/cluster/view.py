@@ -36,6 +36,8 @@ class ClusterView:
         self.deleting: set[str] = set()
         # SCRAM credentials from /config/users: user -> mechanism -> Kafka's string.
         self.users: dict[str, dict[str, str]] = {}
+        # Dynamic broker configs from /config/brokers: "<id>" or "<default>" -> configs.
+        self.broker_configs: dict[str, dict[str, str]] = {}
         # Set once the first full read of brokers and topics is done: until then a topic
         # missing from the view may just not have been read yet.
         self.loaded = False

@@ -35,6 +35,7 @@ class Watcher:
         self._topic_watches: set[str] = set()
         self._state_watches: set[tuple[str, int]] = set()
         self._user_watches: set[str] = set()
+        self._broker_config_watches: set[str] = set()
         # Configs read before their topic's assignment (the config znode is written first).
         self._early_configs: dict[str, dict[str, str]] = {}
 
@@ -48,6 +49,7 @@ class Watcher:
         ChildrenWatch(client, znodes.DELETE_TOPICS, self._on_deletes)
         ChildrenWatch(client, znodes.TOPICS, self._on_topics)
         ChildrenWatch(client, znodes.CONFIG_USERS, self._on_users)
+        ChildrenWatch(client, znodes.CONFIG_BROKERS, self._on_broker_configs)
         self.session.to_loop(self._mark_loaded)
 
     # -- kazoo threads --------------------------------------------------------------
@@ -95,6 +97,17 @@ class Watcher:
                 self._user_watches.add(name)
             DataWatch(client, znodes.user_path(name), self._config_callback(name, "user"))
 
+    def _on_broker_configs(self, children: list[str]) -> None:
+        client = self.session.client
+        assert client is not None
+        for name in children:
+            with self._lock:
+                if name in self._broker_config_watches:
+                    continue
+                self._broker_config_watches.add(name)
+            DataWatch(client, znodes.broker_config_path(name),
+                      self._config_callback(name, "broker"))
+
     def _topic_callback(self, name: str) -> Any:
         def on_change(data: bytes | None, stat: Any) -> None:
             if data is None:
@@ -135,9 +148,11 @@ class Watcher:
         return on_change
 
     def _config_callback(self, name: str, entity: str = "topic") -> Any:
-        """For a `{"version":1,"config":{...}}` znode: a topic's overrides, or a user's
-        credentials (``entity`` "user")."""
-        apply = self._set_user if entity == "user" else self._set_configs
+        """For a `{"version":1,"config":{...}}` znode: a topic's overrides, a user's
+        credentials (``entity`` "user"), or a broker's dynamic configs ("broker")."""
+        apply = {"user": self._set_user, "broker": self._set_broker_configs}.get(
+            entity, self._set_configs
+        )
 
         def on_change(data: bytes | None, stat: Any) -> None:
             try:
@@ -205,6 +220,13 @@ class Watcher:
             self.view.users[name] = config
         else:
             self.view.users.pop(name, None)
+        self.view.changed()
+
+    def _set_broker_configs(self, name: str, config: dict[str, str]) -> None:
+        if config:
+            self.view.broker_configs[name] = config
+        else:
+            self.view.broker_configs.pop(name, None)
         self.view.changed()
 
     def _set_configs(self, name: str, configs: dict[str, str]) -> None:

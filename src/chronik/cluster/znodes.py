@@ -18,8 +18,11 @@
 #   /config/topics/<t>               {"version":1,"config":{name: value}}: the overrides
 #   /config/users/<user>             {"version":1,"config":{"SCRAM-SHA-256":"salt=...,
 #                                    stored_key=...,server_key=...,iterations=4096"}}
+#   /config/brokers/<id>, /config/brokers/<default>
+#                                    {"version":1,"config":{name: value}}: a broker's
+#                                    dynamic configs, and the cluster default's
 #   /config/changes/config_change_<seq>  {"version":2,"entity_path":"topics/<t>"} (or
-#                                    "users/<user>")
+#                                    "users/<user>", "brokers/<id>")
 #   /admin/delete_topics/<t>         empty: a deletion asked for, done by the controller
 #   /latest_producer_id_block        {"version":1,"broker":N,"block_start":"s",
 #                                    "block_end":"e"}: the last block of producer ids taken
@@ -53,6 +56,7 @@ CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_USERS = "/config/users"
+CONFIG_BROKERS = "/config/brokers"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ACLS = "/kafka-acl"
@@ -69,7 +73,7 @@ PERSISTENT_PATHS = (
     TOPICS,
     CONFIG_TOPICS,
     CONFIG_CHANGES,
-    "/config/brokers",
+    CONFIG_BROKERS,
     "/config/clients",
     CONFIG_USERS,
     DELETE_TOPICS,
@@ -97,6 +101,11 @@ def state_path(topic: str, partition: int) -> str:
 
 def config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """A broker's dynamic configs (entity: its id), or the cluster default's ("<default>")."""
+    return f"{CONFIG_BROKERS}/{entity}"
 
 
 def user_path(user: str) -> str:

@@ -426,8 +426,9 @@ class Catalog:
         return topic
 
     def update_broker_configs(self, configs: Mapping[str, str]) -> None:
-        """New broker settings apply to every topic that does not override them."""
-        self.broker_configs.update(configs)
+        """New broker settings (the whole map: static and dynamic) apply to every topic
+        that does not override them."""
+        self.broker_configs = dict(configs)
         for topic in self.topics.values():
             topic.log_config = LogConfig.from_configs(self.broker_configs, topic.configs)
             for log in topic.local_logs():

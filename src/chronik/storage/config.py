@@ -19,6 +19,7 @@ INT_MAX = 2**31 - 1
 # DescribeConfigs config sources and types (Kafka's ConfigSource / ConfigType enums).
 SOURCE_TOPIC = 1
 SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
@@ -258,14 +259,35 @@ def _broker_value(d: ConfigDef, broker: Mapping[str, str]) -> tuple[str, str] | 
     return None
 
 
-def resolve(name: str, broker: Mapping[str, str], topic: Mapping[str, str]) -> tuple[str, int]:
+def _layers(
+    broker: Mapping[str, str],
+    dynamic: Mapping[str, str] | None,
+    dynamic_default: Mapping[str, str] | None,
+) -> list[tuple[Mapping[str, str], int]]:
+    """The broker settings in Kafka's order: this broker's dynamic configs, the cluster's
+    dynamic default, the static settings."""
+    return [
+        (dynamic or {}, SOURCE_DYNAMIC_BROKER),
+        (dynamic_default or {}, SOURCE_DYNAMIC_DEFAULT_BROKER),
+        (broker, SOURCE_STATIC_BROKER),
+    ]
+
+
+def resolve(
+    name: str,
+    broker: Mapping[str, str],
+    topic: Mapping[str, str],
+    dynamic: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
+) -> tuple[str, int]:
     """(value, source) of one topic config."""
     d = TOPIC_CONFIGS[name]
     if name in topic and topic[name] is not None:
         return str(topic[name]), SOURCE_TOPIC
-    found = _broker_value(d, broker)
-    if found is not None:
-        return found[1], SOURCE_STATIC_BROKER
+    for layer, source in _layers(broker, dynamic, dynamic_default):
+        found = _broker_value(d, layer)
+        if found is not None:
+            return found[1], source
     return d.default, SOURCE_DEFAULT
 
 
@@ -348,23 +370,28 @@ class ConfigEntry(NamedTuple):
 
 
 def describe_topic_configs(
-    broker: Mapping[str, str], topic: Mapping[str, str], names: list[str] | None = None
+    broker: Mapping[str, str],
+    topic: Mapping[str, str],
+    names: list[str] | None = None,
+    dynamic: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
 ) -> list[ConfigEntry]:
     """Every topic config (or those in ``names`` that exist) with value, source and synonyms,
-    in the order DescribeConfigs lists synonyms: topic override, broker settings, default."""
+    in the order DescribeConfigs lists synonyms: topic override, this broker's dynamic
+    config, the cluster's dynamic default, static broker settings, default."""
     entries = []
     for name in names if names is not None else sorted(TOPIC_CONFIGS):
         d = TOPIC_CONFIGS.get(name)
         if d is None:
             continue
-        value, source = resolve(name, broker, topic)
+        value, source = resolve(name, broker, topic, dynamic, dynamic_default)
         synonyms = []
         if name in topic and topic[name] is not None:
             synonyms.append(ConfigSynonym(name, str(topic[name]), SOURCE_TOPIC))
-        for syn in d.synonyms:
-            if syn.name in broker:
-                value_set = str(broker[syn.name])
-                synonyms.append(ConfigSynonym(syn.name, value_set, SOURCE_STATIC_BROKER))
+        for layer, layer_source in _layers(broker, dynamic, dynamic_default):
+            for syn in d.synonyms:
+                if syn.name in layer:
+                    synonyms.append(ConfigSynonym(syn.name, str(layer[syn.name]), layer_source))
         if d.synonyms:  # a config without a broker setting lists no default synonym
             synonyms.append(ConfigSynonym(d.synonyms[0].name, d.default, SOURCE_DEFAULT))
         entries.append(ConfigEntry(name, value, source, False, False, synonyms, d.type, d.doc))
