@@ -6,14 +6,24 @@ Commands:
   project   run the projection (continuous, or --available-now to stop when caught up)
   replay    rebuild the read model from offset 0 on a fresh checkpoint
   show      print the read model from Parquet and the number of dead letters
+  tellers   the command side: teller processes open accounts, then deposit and withdraw
+            at random for --seconds, each command loading the account by key and appending
+            with its expected version (see commands.py); prints what they did and checks
+            every account's balance against the money the tellers moved
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import random
 import shutil
+import socket
+import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -41,7 +51,8 @@ def create_topics(bootstrap: str, partitions: int = 3) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     wanted = [
-        NewTopic(T.events, partitions, 1),
+        # The command side appends with expected versions: the events topic opts in.
+        NewTopic(T.events, partitions, 1, config={"key.versioning.enable": "true"}),
         NewTopic(T.accounts, partitions, 1, config={"cleanup.policy": "compact"}),
         NewTopic(T.dead, 1, 1),
     ]
@@ -54,8 +65,10 @@ def create_topics(bootstrap: str, partitions: int = 3) -> None:
 def produce_history(bootstrap: str, accounts: int, events: int, seed: int) -> int:
     from confluent_kafka import Producer
 
+    # murmur2 (Kafka's Java partitioner) puts each account where the event store's reads
+    # and appends by key look for it.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
-                         "enable.idempotence": True})
+                         "enable.idempotence": True, "partitioner": "murmur2_random"})
     history = bank.generate(accounts, events, seed)
     for key, value in history:
         while True:
@@ -77,6 +90,98 @@ def event_count(bootstrap: str) -> int:
     tps = planner.partitions()
     latest, earliest = planner.latest(tps), planner.earliest(tps)
     return sum(latest[tp] - earliest[tp] for tp in tps)
+
+
+def run_teller(bootstrap: str, http_url: str, topic: str, accounts: list[str], seconds: float,
+               seed: int, results) -> None:
+    """One teller process: random deposits and withdrawals until the time is up."""
+    import commands
+    from chronik.eventstore import EventStore
+
+    teller = commands.Teller(EventStore(bootstrap, http_url), topic)
+    rng = random.Random(seed)
+    moved: Counter[str] = Counter()  # per account: money in minus money out
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        account = rng.choice(accounts)
+        if rng.random() < 0.5:
+            amount = rng.randint(1, 10_000)
+            if teller.run(account, "deposit", amount):
+                moved[account] += amount
+        else:
+            amount = rng.randint(1, 15_000)
+            if teller.run(account, "withdraw", amount):
+                moved[account] -= amount
+    results.put({"done": teller.done, "refused": teller.refused, "conflicts": teller.conflicts,
+                 "gave_up": teller.gave_up, "moved": dict(moved)})
+
+
+def tellers(bootstrap: str, http_url: str, accounts: int, count: int, seconds: float,
+            seed: int) -> bool:
+    """Open the accounts, run the tellers, and check every balance: it must equal the
+    balance before plus what the tellers report they moved, and never be negative."""
+    import multiprocessing
+
+    import commands
+    from chronik.eventstore import EventStore
+
+    store = EventStore(bootstrap, http_url)
+    names = [f"teller-acc-{n}" for n in range(accounts)]
+    before = {}
+    for name in names:
+        with contextlib.suppress(commands.Refused):  # opened by an earlier run
+            commands.execute(store, T.events, name, "open", owner=f"owner-{name}")
+        before[name] = commands.load(store, T.events, name).balance
+    ctx = multiprocessing.get_context("spawn")  # librdkafka's threads do not survive fork
+    results = ctx.Queue()
+    procs = [ctx.Process(target=run_teller,
+                         args=(bootstrap, http_url, T.events, names, seconds, seed + i, results))
+             for i in range(count)]
+    for proc in procs:
+        proc.start()
+    reports = [results.get(timeout=seconds + 120) for _ in procs]
+    for proc in procs:
+        proc.join()
+    total = {k: sum(r[k] for r in reports) for k in ("done", "refused", "conflicts", "gave_up")}
+    print(f"{count} tellers, {accounts} accounts, {seconds:g} s: {total['done']} commands "
+          f"appended, {total['refused']} refused (insufficient funds), {total['conflicts']} "
+          f"version conflicts retried, {total['gave_up']} given up")
+    ok = True
+    for name in names:
+        moved = sum(r["moved"].get(name, 0) for r in reports)
+        account = commands.load(store, T.events, name)
+        good = account.balance == before[name] + moved and account.balance >= 0
+        ok &= good
+        print(f"{name:>14} version={account.version:>5} balance={account.balance:>9} "
+              f"(before {before[name]} + moved {moved}) {'ok' if good else 'WRONG'}")
+    return ok
+
+
+def serve_with_http(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
+    """`chronik serve` with its HTTP API on free loopback ports: (process, bootstrap, url)."""
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    bootstrap, http = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(HERE.parents[1] / "src"), env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chronik", "serve", "--data-dir", str(data_dir),
+         "--listen", bootstrap, "--http-listen", http], env=env)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", ports[1]), timeout=1).close()
+            socket.create_connection(("127.0.0.1", ports[0]), timeout=1).close()
+            return proc, bootstrap, f"http://{http}"
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("chronik serve did not start") from None
+            time.sleep(0.1)
 
 
 def spark_session(master: str | None):
@@ -169,8 +274,13 @@ def read_model(spark, work: Workdir) -> list:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["demo", "generate", "project", "replay", "show"])
+    parser.add_argument("command",
+                        choices=["demo", "generate", "project", "replay", "show", "tellers"])
     parser.add_argument("--bootstrap-server", help="default: start an embedded chronik broker")
+    parser.add_argument("--http-url", help="the broker's HTTP API, for tellers "
+                        "(default: http://127.0.0.1:8080 with --bootstrap-server)")
+    parser.add_argument("--tellers", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--workdir", default="bank-demo")
     parser.add_argument("--master", help="Spark master; spark-submit sets it, else local[*]")
     parser.add_argument("--accounts", type=int, default=50)
@@ -185,6 +295,20 @@ def main(argv: list[str] | None = None) -> int:
     global T
     T = Topics(args.topic_prefix)
     work = Workdir(args.workdir, args.checkpoint, args.parquet)
+
+    if args.command == "tellers":
+        server = None
+        bootstrap, http_url = args.bootstrap_server, args.http_url or "http://127.0.0.1:8080"
+        if bootstrap is None:  # tellers need the HTTP API: a `chronik serve` of our own
+            server, bootstrap, http_url = serve_with_http(work.root / "broker-data")
+        try:
+            create_topics(bootstrap)
+            return 0 if tellers(bootstrap, http_url, args.accounts, args.tellers,
+                                args.seconds, args.seed) else 1
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(30)
 
     embedded = None
     bootstrap = args.bootstrap_server
