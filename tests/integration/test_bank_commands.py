@@ -1,0 +1,178 @@
+"""The bank example's command side against `chronik serve --http-listen`: teller processes
+racing to withdraw from one account never spend more than it holds.
+
+Each teller loads the account through the event store, decides with the projection's fold
+and appends with its expected version, retrying on a conflict (examples/bank/commands.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+BANK = Path(__file__).resolve().parents[2] / "examples" / "bank"
+sys.path.insert(0, str(BANK))
+bank = importlib.import_module("bank")
+commands = importlib.import_module("commands")
+run = importlib.import_module("run")
+
+PARTITIONS = 3
+BALANCE = 100_000
+TELLERS = 6
+WITHDRAWALS = 25  # per teller: 6 x 25 x ~1,750 asks for well over the balance
+
+# One teller: WITHDRAWALS withdrawals of random amounts on one account, all tellers starting
+# at the same instant. Prints one JSON line: what it withdrew and the conflicts it retried.
+TELLER = textwrap.dedent(
+    """
+    import json, random, sys, time
+    sys.path.insert(0, sys.argv[1])
+    import commands
+    from chronik.eventstore import EventStore
+    bootstrap, http, topic, account = sys.argv[2:6]
+    seed, start, count = int(sys.argv[6]), float(sys.argv[7]), int(sys.argv[8])
+    store = EventStore(bootstrap, http)
+    rng = random.Random(seed)
+    out = {"withdrawn": [], "refused": 0, "conflicts": 0, "gave_up": 0}
+    time.sleep(max(0.0, start - time.time()))
+    for _ in range(count):
+        amount = rng.randint(500, 3000)
+        try:
+            done = commands.execute(store, topic, account, "withdraw", amount)
+        except commands.Refused as exc:
+            out["refused"] += 1
+            out["conflicts"] += exc.conflicts
+            continue
+        except commands.TooManyConflicts as exc:
+            out["gave_up"] += 1
+            out["conflicts"] += exc.conflicts
+            continue
+        out["withdrawn"].append([amount, done.version])
+        out["conflicts"] += done.conflicts
+    print(json.dumps(out), flush=True)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    proc, bootstrap, http_url = run.serve_with_http(tmp_path_factory.mktemp("bank") / "data")
+    try:
+        yield bootstrap, http_url
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def versioned_topic(bootstrap: str) -> str:
+    name = f"bank-{uuid.uuid4().hex[:8]}.events"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"key.versioning.enable": "true"}
+    admin.create_topics([NewTopic(name, PARTITIONS, 1, config=config)])[name].result(30)
+    return name
+
+
+def scanned_versions(bootstrap: str, topic: str, partition: int, key: bytes) -> list[int]:
+    """The chronik-version headers of the key's records, in offset order, from a full scan
+    of its partition (the log itself, not the broker's per-key index)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bank-check", "enable.auto.commit": False}
+    )
+    tp = TopicPartition(topic, partition)
+    low, high = consumer.get_watermark_offsets(tp, timeout=10)
+    consumer.assign([TopicPartition(topic, partition, low)])
+    versions, last = [], low - 1
+    deadline = time.monotonic() + 20
+    while last < high - 1 and time.monotonic() < deadline:
+        for msg in consumer.consume(500, 0.5):
+            if msg.error() is None:
+                last = msg.offset()
+                if msg.key() == key:
+                    versions.append(int(dict(msg.headers() or [])["chronik-version"]))
+    consumer.close()
+    return versions
+
+
+def test_decisions_follow_the_folded_state(server) -> None:
+    from chronik.eventstore import EventStore
+
+    bootstrap, http_url = server
+    topic = versioned_topic(bootstrap)
+    store = EventStore(bootstrap, http_url)
+    with pytest.raises(commands.Refused, match="before AccountOpened"):
+        commands.execute(store, topic, "acc-1", "deposit", 10)
+    assert commands.execute(store, topic, "acc-1", "open", owner="ann").version == 0
+    with pytest.raises(commands.Refused, match="already opened"):
+        commands.execute(store, topic, "acc-1", "open")
+    assert commands.execute(store, topic, "acc-1", "deposit", 500).version == 1
+    with pytest.raises(commands.Refused, match="insufficient funds"):
+        commands.execute(store, topic, "acc-1", "withdraw", 501)
+    assert commands.execute(store, topic, "acc-1", "withdraw", 200).version == 2
+    assert commands.execute(store, topic, "acc-1", "close").version == 3
+    with pytest.raises(commands.Refused, match="closed account"):
+        commands.execute(store, topic, "acc-1", "deposit", 1)
+    account = commands.load(store, topic, "acc-1")
+    assert (account.version, account.balance, account.state["status"]) == (4, 300, "closed")
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_tellers_never_double_spend(server) -> None:
+    from chronik.eventstore import EventStore
+
+    bootstrap, http_url = server
+    topic = versioned_topic(bootstrap)
+    store = EventStore(bootstrap, http_url)
+    commands.execute(store, topic, "acc-race", "open", owner="race")
+    commands.execute(store, topic, "acc-race", "deposit", BALANCE)
+
+    start = time.time() + 4  # every teller imported and connected before the race
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TELLER, str(BANK), bootstrap, http_url, topic, "acc-race",
+             str(seed), str(start), str(WITHDRAWALS)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for seed in range(TELLERS)
+    ]
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err[-3000:]
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+
+    withdrawn = [w for r in reports for w in r["withdrawn"]]
+    spent = sum(amount for amount, _ in withdrawn)
+    assert spent <= BALANCE
+    # The race ran its course: the balance ran out and tellers were refused.
+    assert sum(r["refused"] for r in reports) > 0
+    # Conflicts happened, and the retry path turned them into decisions.
+    assert sum(r["conflicts"] for r in reports) > 0
+
+    events = store.read(topic, "acc-race")
+    versions = [e.version for e in events]
+    assert versions == list(range(len(events)))  # no gap, no duplicate
+    assert len(events) == 2 + len(withdrawn)
+    # Every successful withdrawal holds the version its teller was told, each a different one.
+    assert sorted(v for _, v in withdrawn) == list(range(2, len(events)))
+    # The log agrees with the index: a scan of the partition finds the same versions.
+    partition = events[0].partition
+    assert scanned_versions(bootstrap, topic, partition, b"acc-race") == versions
+
+    # Folded event by event, the balance never goes below zero and ends where it should.
+    fold, state = bank.BankFold(), None
+    for event in events:
+        state = fold.apply(state, fold.parse(b"acc-race", event.value))  # raises on overdraft
+        assert state["balance"] >= 0
+    assert state["balance"] == BALANCE - spent
+    assert commands.load(store, topic, "acc-race").balance == BALANCE - spent
