@@ -90,6 +90,7 @@ class Broker:
         config: Mapping[str, str] | None = None,
         advertised_host: str | None = None,
         metrics_listen: str | None = None,
+        http_listen: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.config = BrokerConfig(config)
@@ -118,6 +119,10 @@ class Broker:
         self.dynamic = DynamicBrokerConfigs(self)
         self.metrics_listen = metrics_listen
         self.metrics_port: int | None = None
+        # The event store's HTTP API (chronik.broker.http_api): --http-listen or http.listen.
+        self.http_listen = http_listen or self.config.values.get("http.listen") or None
+        self.http_api: Any = None
+        self.http_port: int | None = None
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
         self._listener: Listener | None = None
         self._bound: list[Bound] = []
@@ -218,6 +223,14 @@ class Broker:
         if self.metrics_listen:
             host, _, port = self.metrics_listen.rpartition(":")
             self.metrics_port = await self.metrics.serve(host or "127.0.0.1", int(port))
+        if self.http_listen:
+            from chronik.broker.http_api import HttpApi
+
+            try:
+                self.http_api = HttpApi(self)
+                self.http_port = await self.http_api.serve(self.http_listen)
+            except ValueError as exc:
+                raise BrokerStartError(str(exc)) from None
         log.info(
             "chronik broker %s listening on %s, data in %s",
             self.node_id,
@@ -235,6 +248,8 @@ class Broker:
             self._compaction.stop()
         if self._listener is not None:
             await self._listener.close()
+        if self.http_api is not None:
+            await self.http_api.close()
         if self.coordinator is not None:
             # Held JoinGroup/SyncGroup requests are answered NOT_COORDINATOR now
             # rather than when their rebalance would time out.

@@ -34,6 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-listen", default=None, metavar="HOST:PORT", help="serve Prometheus /metrics here"
     )
+    parser.add_argument(
+        "--http-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve the event store's HTTP API here (https://HOST:PORT for TLS); "
+        "the broker setting http.listen does the same",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--log-format", default="text", choices=("text", "json"))
 
@@ -78,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
             settings,
             advertised_host=args.advertised_host,
             metrics_listen=args.metrics_listen,
+            http_listen=args.http_listen,
         )
     except (ValueError, ConfigError) as exc:
         print(f"chronik: error: {exc}", file=sys.stderr)
