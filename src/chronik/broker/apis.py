@@ -55,6 +55,8 @@ MODULES = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "describe_client_quotas",
+    "alter_client_quotas",
 )
 
 

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from chronik.broker.context import RequestContext
+from chronik.broker.context import RequestContext, Throttle
 from chronik.protocol import compat, guard
 from chronik.protocol.framing import (
     SIZE,
@@ -209,8 +209,12 @@ class Connection:
         max_size = self.broker.config.socket_request_max_bytes
         pool = self.pool
         previous: Pending | None = None
+        self.throttled = Throttle()
         while not self.closing:
             await self.writable.wait()
+            delay = self.throttled.remaining()
+            if delay > 0:  # throttled by a quota (KIP-219): nothing is read meanwhile
+                await asyncio.sleep(delay)
             sasl = self.sasl
             if sasl is not None and not sasl.complete:
                 # One request at a time until authenticated: each answer decides what
@@ -376,6 +380,8 @@ class Connection:
             sasl=self.sasl,
             listener=self.listener,
             principal=self.principal,
+            size=len(data),
+            throttled=self.throttled,
         )
         response_flexible = flexible and api_key != API_VERSIONS_KEY
         pending.task = asyncio.create_task(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +12,22 @@ from chronik.security.acls import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
     from chronik.broker.server import Broker
+
+
+class Throttle:
+    """A connection's quota throttle (KIP-219): until ``until`` (monotonic seconds) no
+    further request is read from it."""
+
+    __slots__ = ("until",)
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+    def add(self, throttle_ms: int) -> None:
+        self.until = max(self.until, time.monotonic() + throttle_ms / 1000)
+
+    def remaining(self) -> float:
+        return self.until - time.monotonic()
 
 
 @dataclass(slots=True)
@@ -27,6 +45,11 @@ class RequestContext:
     # Who sent it (Kafka's principal): User:NAME after SASL, User:<certificate subject>
     # with a TLS client certificate, else User:ANONYMOUS.
     principal: str = "User:ANONYMOUS"
+    # The request's size in bytes, header and body (Kafka's request.sizeInBytes): what a
+    # Produce counts against its quota.
+    size: int = 0
+    # The connection's quota throttle (KIP-219); None outside a connection.
+    throttled: Throttle | None = None
 
     @property
     def response_module(self) -> Any:
@@ -38,6 +61,20 @@ class RequestContext:
 
     def build(self, name: str, /, **fields: Any) -> Any:
         return compat.build(self.schema(name), **fields)
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Hold the connection for ``throttle_ms`` (a quota was exceeded)."""
+        if throttle_ms > 0 and self.throttled is not None:
+            self.throttled.add(throttle_ms)
+
+    async def wait_throttled(self) -> None:
+        """Wait out the connection's throttle: a request read before it began is not
+        worked on meanwhile, as Kafka, which reads one request of a connection at a time,
+        would not have read it yet."""
+        if self.throttled is not None:
+            delay = self.throttled.remaining()
+            if delay > 0:
+                await asyncio.sleep(delay)
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the request's principal may do this (always, without an authorizer)."""

@@ -20,19 +20,28 @@ Authorization as Kafka's KafkaApis: a consumer needs READ on each Topic (else it
 partitions answer TOPIC_AUTHORIZATION_FAILED with no records, the others are served); a
 follower CLUSTER_ACTION on the Cluster (else every partition TOPIC_AUTHORIZATION_FAILED).
 Checked once per topic per request, before any wait.
+
+A consumer's response counts against its consumer_byte_rate quota, if one applies
+(chronik.broker.quotas), as Kafka's: the fetch size is capped to what the quota's window
+span may carry, and a response that takes the rate over the quota is answered empty (and
+not counted) with the throttle time, the connection not read until it has passed
+(KIP-219; before Fetch v8 the response itself waits that long).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.quotas import CLIENT_THROTTLES
 from chronik.broker.topics import data_partition, leader_epoch, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
 from chronik.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from chronik.security.acls import Operation, ResourceType
+from chronik.security.quotas import CONSUMER_BYTE_RATE
 
 API_KEY = 1
 VERSIONS = (4, 16)
@@ -185,6 +194,7 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
     session_epoch = getattr(request, "session_epoch", -1)
     if session_id != 0 and session_epoch not in (-1, 0):
         return encode_fetch_response(version, [], FETCH_SESSION_ID_NOT_FOUND)
+    await ctx.wait_throttled()
     broker = ctx.broker
     replica_id = _replica_id(request)
     if replica_id >= 0 and not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
@@ -194,6 +204,12 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
     deadline = time.monotonic() + max_wait
     wanted = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     wanted = min(wanted, broker.config.fetch_max_bytes)
+    quotas = broker.quotas
+    limited = replica_id < 0 and quotas.limited(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id)
+    if limited:
+        cap = quotas.max_value_in_window(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id)
+        if cap is not None:
+            wanted = min(wanted, cap)
     while True:
         # What the broker's memory budget has left, so that responses shrink (to one
         # batch at least) rather than memory growing when many fetches are large.
@@ -210,5 +226,16 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
         ):
             break
         await broker.wait_for_append(logs, remaining)
+    response = encode_fetch_response(version, topics)
+    if limited:
+        size = sum(map(len, response))
+        throttle_ms = quotas.record(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id, size)
+        if throttle_ms:
+            # As Kafka: an empty response, and what it would have carried not counted.
+            quotas.unrecord(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id, size)
+            ctx.throttle(throttle_ms)
+            if version < CLIENT_THROTTLES[CONSUMER_BYTE_RATE]:
+                await asyncio.sleep(throttle_ms / 1000)
+            return encode_fetch_response(version, [], throttle_ms=throttle_ms)
     broker.metrics.bytes_out(total)
-    return encode_fetch_response(version, topics)
+    return response

@@ -161,6 +161,7 @@ class Metrics:
         self._render_transactions(lines, family)
         self._render_cluster(lines, family)
         self._render_replication(lines, family)
+        self._render_quotas(lines, family)
         return "\n".join(lines) + "\n"
 
     def _render_partitions(self, lines: list[str], family: object) -> None:
@@ -228,6 +229,18 @@ class Metrics:
         for (name, kind, text), value in zip(metrics, values, strict=True):
             family(name, kind, text)  # type: ignore[operator]
             lines.append(f"{name} {int(value)}")
+
+    def _render_quotas(self, lines: list[str], family: object) -> None:
+        """Client quota throttling, by Kafka's quota type (Produce, Fetch)."""
+        quotas = self.broker.quotas
+        family("chronik_quota_throttle_time_ms_total", "counter", "Throttle time given to "  # type: ignore[operator]
+               "clients over their byte-rate quota, in ms (Kafka's throttle-time).")
+        for kind, ms in sorted(quotas.throttle_ms_total.items()):
+            lines.append(f'chronik_quota_throttle_time_ms_total{{type="{kind}"}} {ms}')
+        family("chronik_quota_throttled_responses_total", "counter", "Responses that "  # type: ignore[operator]
+               "carried a quota throttle time.")
+        for kind, n in sorted(quotas.throttled_total.items()):
+            lines.append(f'chronik_quota_throttled_responses_total{{type="{kind}"}} {n}')
 
     def _render_groups(self, lines: list[str], family: object) -> None:
         family("chronik_consumer_group_lag", "gauge", "Log end offset minus the committed offset.")  # type: ignore[operator]

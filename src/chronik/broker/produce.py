@@ -5,6 +5,10 @@ that TransactionalId (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 each topic WRITE on the Topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, which
 are not appended, whether the topic exists or not).
 
+Each request's size counts against the client's producer_byte_rate quota, if one applies
+(chronik.broker.quotas): over it, the response carries the throttle time and the
+connection is not read until it has passed (nor a request read before it started).
+
 Versions 0-2 may carry message formats v0/v1: those are converted to one record
 batch v2 (as Kafka up-converts), the only case where records are decoded. A batch
 is validated as bytes (header, CRC, offsets) and appended with its offset
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.quotas import CLIENT_THROTTLES
 from chronik.broker.topics import INTERNAL_TOPICS, data_partition
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
@@ -34,6 +39,7 @@ from chronik.records.reader import keyless_records
 from chronik.records.recompress import recompress, target_codec
 from chronik.records.versions import VersionError
 from chronik.security.acls import Operation, ResourceType
+from chronik.security.quotas import PRODUCER_BYTE_RATE
 
 API_KEY = 0
 VERSIONS = (0, 11)
@@ -46,6 +52,10 @@ log = logging.getLogger("chronik.produce")
 async def handle(
     ctx: RequestContext, request: Any, release: Callable[[], None]
 ) -> list[bytes] | None:
+    await ctx.wait_throttled()
+    # Counted as the request is taken up: on a connection Kafka works on one request at a
+    # time, so the next one only starts after this one's throttle, as here.
+    throttle_ms = _throttle(ctx)
     broker = ctx.broker
     acks = request.acks
     transactional_id = getattr(request, "transactional_id", None)
@@ -55,11 +65,12 @@ async def handle(
         release()
         if acks == 0:
             return None
+        await _hold(ctx, throttle_ms)
         code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         refused = [
             (t.name, [_error(p.index, code) for p in t.partition_data]) for t in request.topic_data
         ]
-        return encode_produce_response(ctx.api_version, refused)
+        return encode_produce_response(ctx.api_version, refused, throttle_ms)
     now = broker.now_ms()
     results: list[TopicResult] = []
     synced: list[Any] = []
@@ -159,7 +170,24 @@ async def handle(
                 results[t][1][i] = _error(results[t][1][i][0], *outcome)
     if acks == 0:
         return None
-    return encode_produce_response(ctx.api_version, results)
+    await _hold(ctx, throttle_ms)
+    return encode_produce_response(ctx.api_version, results, throttle_ms)
+
+
+def _throttle(ctx: RequestContext) -> int:
+    """Kafka's producer quota: the request's size counted, and over the quota the
+    connection held for the throttle time (KIP-219)."""
+    throttle_ms = ctx.broker.quotas.record(
+        PRODUCER_BYTE_RATE, ctx.principal, ctx.client_id, ctx.size
+    )
+    ctx.throttle(throttle_ms)
+    return throttle_ms
+
+
+async def _hold(ctx: RequestContext, throttle_ms: int) -> None:
+    """A client older than Produce v6 does not throttle itself: its response waits."""
+    if throttle_ms and ctx.api_version < CLIENT_THROTTLES[PRODUCER_BYTE_RATE]:
+        await asyncio.sleep(throttle_ms / 1000)
 
 
 async def _durable(

@@ -29,6 +29,7 @@ from chronik.broker.dynamic_configs import DynamicBrokerConfigs
 from chronik.broker.listener import Bound, Listener, bind
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
+from chronik.broker.quotas import ClientQuotas
 from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.security.acl_store import AclFile
 from chronik.security.acls import AclError
@@ -37,6 +38,7 @@ from chronik.security.broker_security import BrokerSecurity
 from chronik.security.credentials import SharedCredentials
 from chronik.security.listeners import ListenerSpec
 from chronik.security.principal import PrincipalRuleError
+from chronik.security.quotas import QuotaFile, QuotaFileError
 from chronik.storage.catalog import Catalog
 from chronik.storage.compaction import CompactionJob
 from chronik.storage.file_cache import FILES
@@ -103,6 +105,8 @@ class Broker:
             clustered=self.config.clustered,
         )
         self.authorizer = Authorizer(self.config.values)
+        # Client byte-rate quotas; their configs are read in start().
+        self.quotas = ClientQuotas(self.config.values)
         # This broker as other brokers reach it: its inter-broker listener.
         self.host, self.port = self.security.inter_broker.advertised()
         self.node_id = self.config.node_id
@@ -147,7 +151,8 @@ class Broker:
             self.cluster_id = _load_cluster_id(self.data_dir)
             try:
                 self.authorizer.use(AclFile(self.data_dir))
-            except AclError as exc:
+                self.quotas.use(QuotaFile(self.data_dir))
+            except (AclError, QuotaFileError) as exc:
                 raise BrokerStartError(str(exc)) from None
         if self.authorizer.enabled:
             log.info(
@@ -307,6 +312,16 @@ class Broker:
             await self.cluster.stop()
             raise BrokerStartError(f"cannot read the ACLs from ZooKeeper: {exc}") from None
         self.authorizer.use(acls)
+        # Client quotas: ZooKeeper's /config/users and /config/clients, as Kafka kept them.
+        from chronik.cluster.quotas import ZkQuotas
+
+        quotas = ZkQuotas(self.cluster.session)
+        try:
+            await quotas.start()
+        except Exception as exc:
+            await self.cluster.stop()
+            raise BrokerStartError(f"cannot read the client quotas from ZooKeeper: {exc}") from None
+        self.quotas.use(quotas)
 
     def reload_tls(self) -> None:
         """New TLS connections use key and trust stores read anew (SIGHUP, or a change of

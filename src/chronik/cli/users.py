@@ -153,7 +153,9 @@ class ZooKeeperUsers:
         from chronik.cluster.users import read_user
 
         config, _ = read_user(self.client, user)
-        gone = list(config) if mechanism is None else [mechanism] if mechanism in config else []
+        # The znode may also hold the user's client quotas, which stay.
+        creds = [m for m in config if m in MECHANISMS]
+        gone = creds if mechanism is None else [mechanism] if mechanism in creds else []
         if gone:
             self._change([(user, m, None) for m in gone])
         return bool(gone)

@@ -10,6 +10,7 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from chronik.cluster import znodes
+from chronik.security.scram import MECHANISMS
 
 # How often a read-change-write is tried again when another writer got there first.
 ATTEMPTS = 5
@@ -29,14 +30,19 @@ def read_users(client: Any) -> dict[str, dict[str, str]]:
         names = client.get_children(znodes.CONFIG_USERS)
     except NoNodeError:
         return {}
-    found = {name: read_user(client, name)[0] for name in names}
+    # A user's znode may also hold its client quotas: only the credentials are read here.
+    found = {
+        name: {m: t for m, t in read_user(client, name)[0].items() if m in MECHANISMS}
+        for name in names
+    }
     return {name: config for name, config in found.items() if config}
 
 
 def write_users(client: Any, changes: list[tuple[str, str, str | None]]) -> None:
     """(user, mechanism, credential string or None to remove), each user's znode read,
     changed and written back at the version read: another writer's change meanwhile
-    makes the write fail, and it is done again on what that wrote."""
+    makes the write fail, and it is done again on what that wrote. The znode's other
+    keys (the user's client quotas) are kept."""
     for user in dict.fromkeys(user for user, _, _ in changes):
         path = znodes.user_path(user)
         for attempt in range(ATTEMPTS):

@@ -21,8 +21,14 @@
 #   /config/brokers/<id>, /config/brokers/<default>
 #                                    {"version":1,"config":{name: value}}: a broker's
 #                                    dynamic configs, and the cluster default's
+#   /config/users/<user>/clients/<client-id>, /config/clients/<client-id>
+#                                    {"version":1,"config":{"producer_byte_rate":"1024"}}:
+#                                    client quotas (user and client-id sanitized as Kafka's
+#                                    Sanitizer does, <default> for the default); a user's
+#                                    quotas share /config/users/<user> with its credentials
 #   /config/changes/config_change_<seq>  {"version":2,"entity_path":"topics/<t>"} (or
-#                                    "users/<user>", "brokers/<id>")
+#                                    "users/<user>", "clients/<id>",
+#                                    "users/<user>/clients/<id>", "brokers/<id>")
 #   /admin/delete_topics/<t>         empty: a deletion asked for, done by the controller
 #   /latest_producer_id_block        {"version":1,"broker":N,"block_start":"s",
 #                                    "block_end":"e"}: the last block of producer ids taken
@@ -57,6 +63,8 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_USERS = "/config/users"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_CLIENTS = "/config/clients"
+CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ACLS = "/kafka-acl"
@@ -299,6 +307,20 @@ def parse_config(data: bytes | None) -> dict[str, str]:
 
 def config_change_value(topic: str, entity: str = "topics") -> bytes:
     return _dump({"version": 2, "entity_path": f"{entity}/{topic}"})
+
+
+def entity_config_path(entity_path: str) -> str:
+    """The znode of a config entity named by its path (`users/<u>/clients/<c>`, ...)."""
+    return f"/config/{entity_path}"
+
+
+def entity_change_value(entity_path: str) -> bytes:
+    return _dump({"version": 2, "entity_path": entity_path})
+
+
+def parse_config_change(data: bytes) -> str:
+    """The entity path a /config/changes notice names."""
+    return str(json.loads(data)["entity_path"])
 
 
 def producer_id_block_value(node_id: int, start: int, end: int) -> bytes:

@@ -49,14 +49,18 @@ class TopicResult(NamedTuple):
 
 
 def encode_fetch_response(
-    version: int, topics: list[TopicResult], error_code: int = 0, session_id: int = 0
+    version: int,
+    topics: list[TopicResult],
+    error_code: int = 0,
+    session_id: int = 0,
+    throttle_ms: int = 0,
 ) -> list[bytes]:
     flexible = version >= 12
     out: list[bytes] = []
     if version >= 7:
-        out.append(_HEAD_V7.pack(0, error_code, session_id))
+        out.append(_HEAD_V7.pack(throttle_ms, error_code, session_id))
     else:
-        out.append(_I32.pack(0))
+        out.append(_I32.pack(throttle_ms))
     out.append(_array_len(len(topics), flexible))
     for topic in topics:
         if version >= 13:

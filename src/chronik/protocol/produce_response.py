@@ -39,7 +39,9 @@ _THROTTLE_ZERO = b"\x00\x00\x00\x00"
 _ONE_BYTE = [bytes((n,)) for n in range(0x80)]
 
 
-def encode_produce_response(version: int, topics: list[TopicResult]) -> list[bytes]:
+def encode_produce_response(
+    version: int, topics: list[TopicResult], throttle_ms: int = 0
+) -> list[bytes]:
     flexible = version >= 9
     out: list[bytes] = [_array_len(len(topics), flexible)]
     for name, partitions in topics:
@@ -72,7 +74,7 @@ def encode_produce_response(version: int, topics: list[TopicResult]) -> list[byt
         if flexible:
             out.append(b"\x00")
     if version >= 1:
-        out.append(_THROTTLE_ZERO)
+        out.append(_I32.pack(throttle_ms) if throttle_ms else _THROTTLE_ZERO)
     if flexible:
         out.append(b"\x00")
     return out
