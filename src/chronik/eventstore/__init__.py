@@ -1,0 +1,574 @@
+"""chronik's event store from Python: one aggregate's events read by key, appended with an
+expected version, and all events caught up on through a consumer group.
+
+    from chronik.eventstore import EventStore, VersionConflict
+
+    store = EventStore("127.0.0.1:9092", "http://127.0.0.1:8080")
+    store.append("accounts", "acc-1", [{"type": "opened"}], expected_version=0)
+    events = store.read("accounts", "acc-1")
+    try:
+        store.append("accounts", "acc-1", [{"type": "deposited", "amount": 5}],
+                      expected_version=len(events))
+    except VersionConflict as conflict:
+        ...  # someone appended meanwhile: reload, decide again, retry
+
+Reads and appends go to the broker's HTTP API (chronik.broker.http_api). Appends use it
+rather than a Kafka producer because only the broker's answer to them carries what an
+event store caller needs: the versions given, and on a conflict the key's actual version
+(librdkafka reports INVALID_RECORD as "Broker failed to validate record", without the
+broker's message), and an append of several events is one batch, all or none (librdkafka
+may split the events of one flush over several batches). Kafka-protocol appends remain
+open to any client (the chronik-expected-version header): ``store.producer()`` gives a
+confluent-kafka Producer set up for them (acks=all, idempotence, partitioner
+murmur2_random, so a key lands where the HTTP API puts it).
+
+Catching up (``catch_up``, ``subscribe``) is a confluent-kafka consumer group; each
+event's version comes from its chronik-version header, and its offset is committed only
+after it was handled (at least once).
+
+An EventStore may be shared between threads (each thread gets its own HTTP connection).
+Module-level ``append``, ``read`` and ``version`` use a store made from the environment:
+CHRONIK_BOOTSTRAP (default 127.0.0.1:9092) and CHRONIK_HTTP (default
+http://127.0.0.1:8080).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import json
+import os
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+from urllib.parse import quote, urlsplit
+
+__all__ = [
+    "Appended",
+    "Event",
+    "EventStore",
+    "EventStoreError",
+    "Subscription",
+    "VersionConflict",
+    "append",
+    "default_store",
+    "read",
+    "version",
+]
+
+VERSION_HEADER = "chronik-version"
+EXPECTED_HEADER = "chronik-expected-version"
+DEFAULT_HTTP = "http://127.0.0.1:8080"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+PAGE = 1000
+# Reconnect before reusing an HTTP connection idle this long (the broker closes idle ones
+# after http.request.timeout.ms, 30 s by default).
+IDLE_RECONNECT_S = 20.0
+
+
+class Event(NamedTuple):
+    version: int | None
+    offset: int
+    partition: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+    def json(self) -> Any:
+        """The value decoded as JSON."""
+        return None if self.value is None else json.loads(self.value)
+
+    def text(self) -> str | None:
+        return None if self.value is None else self.value.decode("utf-8")
+
+
+class Appended(NamedTuple):
+    partition: int
+    first_version: int
+    versions: list[int]
+    offsets: list[int]
+
+
+class EventStoreError(Exception):
+    """The broker refused a request (``status`` the HTTP status, ``error`` its code)."""
+
+    def __init__(self, status: int, error: str, message: str, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.body = body
+
+
+class VersionConflict(EventStoreError):
+    """An append's expected version did not hold; nothing of it was written."""
+
+    def __init__(self, key: Any, expected: int | None, actual: int | None) -> None:
+        shown = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+        super().__init__(
+            412,
+            "version_conflict",
+            f"version conflict on key {shown!r}: expected {expected}, actual {actual}",
+        )
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+
+def encode_value(value: Any) -> bytes | None:
+    """An event as bytes: bytes as they are, str as UTF-8, anything else as JSON."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _key_bytes(key: str | bytes) -> bytes:
+    return key if isinstance(key, bytes) else str(key).encode("utf-8")
+
+
+def _headers(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> list[Any]:
+    if headers is None:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(str(name), encode_value(value)) for name, value in items]
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _decoded(text: str | None, encoding: str | None) -> bytes | None:
+    if text is None:
+        return None
+    if encoding == "base64":
+        return base64.b64decode(text)
+    return text.encode("utf-8")
+
+
+def _librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka settings given as keyword arguments: ``security_protocol`` is
+    ``security.protocol`` (names with a dot pass as they are)."""
+    return {(k if "." in k else k.replace("_", ".")): v for k, v in config.items()}
+
+
+class EventStore:
+    def __init__(
+        self,
+        bootstrap_servers: str = DEFAULT_BOOTSTRAP,
+        http_url: str = DEFAULT_HTTP,
+        *,
+        auth: tuple[str, str] | None = None,
+        http_timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        **client_config: Any,
+    ) -> None:
+        """``client_config``: librdkafka settings for the consumers and ``producer()``
+        (e.g. ``**{"security.protocol": "SASL_SSL", ...}`` or ``sasl_username=...``);
+        ``auth``: (user, password) for the HTTP API's Basic authentication (taken from
+        sasl.username / sasl.password when those are given and ``auth`` is not)."""
+        self.bootstrap_servers = bootstrap_servers
+        self.client_config = {"bootstrap.servers": bootstrap_servers, **_librdkafka(client_config)}
+        if auth is None and "sasl.username" in self.client_config:
+            auth = (
+                self.client_config["sasl.username"],
+                self.client_config.get("sasl.password", ""),
+            )
+        url = urlsplit(http_url if "://" in http_url else "http://" + http_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"http_url wants http[s]://HOST:PORT, got {http_url!r}")
+        self.http_url = http_url
+        self._scheme = url.scheme
+        self._host = url.hostname
+        self._port = url.port or (443 if url.scheme == "https" else 80)
+        self._prefix = url.path.rstrip("/")
+        self._timeout = http_timeout
+        self._ssl = ssl_context
+        self._auth = None
+        if auth is not None:
+            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode("ascii")
+            self._auth = f"Basic {token}"
+        self._local = threading.local()
+        self._producer: Any = None
+
+    # -- HTTP -----------------------------------------------------------------------------
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        used = getattr(self._local, "used", 0.0)
+        if conn is not None and time.monotonic() - used > IDLE_RECONNECT_S:
+            conn.close()
+            conn = None
+        if conn is None:
+            if self._scheme == "https":
+                conn = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=self._timeout, context=self._ssl
+                )
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            self._local.conn = conn
+        return conn
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        retry: bool = True,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """(status, JSON body, headers). ``retry``: resend once on a connection the broker
+        closed (only for requests safe to repeat)."""
+        sent = {"Accept": "application/json", **(headers or {})}
+        payload = None
+        if body is not None:
+            payload = json.dumps(body, separators=(",", ":")).encode()
+            sent["Content-Type"] = "application/json"
+        if self._auth:
+            sent["Authorization"] = self._auth
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request(method, self._prefix + path, body=payload, headers=sent)
+                response = conn.getresponse()
+                data = response.read()
+            except (ConnectionError, http.client.HTTPException, OSError) as exc:
+                conn.close()
+                self._local.conn = None
+                if attempt == 0 and retry and not isinstance(exc, TimeoutError):
+                    continue
+                raise EventStoreError(0, "unreachable", f"{self.http_url}: {exc}") from None
+            self._local.used = time.monotonic()
+            if response.getheader("Connection", "").lower() == "close":
+                conn.close()
+                self._local.conn = None
+            try:
+                doc = json.loads(data) if data else None
+            except ValueError:
+                doc = None
+            if response.status >= 400:
+                error = doc.get("error", "error") if isinstance(doc, dict) else "error"
+                message = doc.get("message", "") if isinstance(doc, dict) else data[:200]
+                raise_for(response.status, error, str(message), doc)
+            return response.status, doc, dict(response.getheaders())
+        raise AssertionError("unreachable")
+
+    def _key_path(self, topic: str, key: str | bytes, events: bool = False) -> str:
+        raw = _key_bytes(key)
+        try:
+            raw.decode("utf-8")
+            segment, query = quote(raw, safe=""), ""
+        except UnicodeDecodeError:
+            segment = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+            query = "?key_encoding=base64"
+        path = f"/v1/topics/{quote(topic, safe='')}/keys/{segment}"
+        return (path + "/events" if events else path) + query
+
+    # -- the API --------------------------------------------------------------------------
+    def append(
+        self,
+        topic: str,
+        key: str | bytes,
+        events: Any,
+        expected_version: int | None = None,
+        headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+    ) -> Appended:
+        """Append ``events`` (bytes, str or JSON-able values; one value or a list) to
+        ``key`` as one batch, all or none. ``expected_version``: the key's version count
+        it must have (0: the key must not exist yet), else raises VersionConflict with
+        nothing written; None appends unconditionally. ``headers`` go on every event.
+        Returns once the events are durable (acks=all)."""
+        if not isinstance(events, list):
+            events = [events]
+        if not events:
+            raise ValueError("no events to append")
+        shared = [
+            {"key": name, "value": _b64(value), "value_encoding": "base64"}
+            for name, value in _headers(headers)
+        ]
+        body = {
+            "events": [
+                {
+                    "value": _b64(encode_value(e)),
+                    "value_encoding": "base64",
+                    "headers": shared,
+                }
+                for e in events
+            ]
+        }
+        sent: dict[str, str] = {}
+        if expected_version is not None:
+            if expected_version < 0:
+                raise ValueError("expected_version must be 0 or more")
+            sent["If-Match"] = f'"{int(expected_version)}"'
+        path = self._key_path(topic, key, events=True)
+        try:
+            # An unconditional append is not resent after a dropped connection: it may
+            # have been written. A conditional one is safe to resend (at worst a conflict).
+            _, doc, _ = self._request("POST", path, body, sent, retry=expected_version is not None)
+        except VersionConflict as conflict:
+            raise VersionConflict(key, conflict.expected, conflict.actual) from None
+        return Appended(doc["partition"], doc["first_version"], doc["versions"], doc["offsets"])
+
+    def read(
+        self, topic: str, key: str | bytes, from_version: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """The key's events from ``from_version`` (at most ``limit``), by version."""
+        out: list[Event] = []
+        next_version: int | None = max(0, from_version)
+        while next_version is not None and (limit is None or len(out) < limit):
+            page = PAGE if limit is None else min(PAGE, limit - len(out))
+            path = self._key_path(topic, key, events=True)
+            sep = "&" if "?" in path else "?"
+            _, doc, _ = self._request("GET", f"{path}{sep}from_version={next_version}&limit={page}")
+            for e in doc["events"]:
+                out.append(
+                    Event(
+                        e["version"],
+                        e["offset"],
+                        e["partition"],
+                        e["timestamp"],
+                        _decoded(e["key"], e.get("key_encoding")),
+                        _decoded(e["value"], e["value_encoding"]),
+                        [
+                            (h["key"], _decoded(h["value"], h["value_encoding"]))
+                            for h in e["headers"]
+                        ],
+                    )
+                )
+            next_version = doc["next_version"]
+        return out if limit is None else out[:limit]
+
+    def version(self, topic: str, key: str | bytes) -> int:
+        """The key's version count: how many events it has had (0: none yet)."""
+        _, doc, _ = self._request("GET", self._key_path(topic, key))
+        return int(doc["version_count"])
+
+    def partition(self, topic: str, key: str | bytes) -> int:
+        """The partition that holds (or will hold) the key's events."""
+        _, doc, _ = self._request("GET", self._key_path(topic, key))
+        return int(doc["partition"])
+
+    def producer(self, **config: Any) -> Any:
+        """A confluent-kafka Producer for Kafka-protocol appends to versioned topics:
+        acks=all, idempotence on, partitioner murmur2_random (where the HTTP API puts a
+        key). Put the chronik-expected-version header on a key's first record in a batch
+        for a conditional append; a conflict is delivered as INVALID_RECORD."""
+        from confluent_kafka import Producer
+
+        settings = {
+            **self.client_config,
+            "acks": "all",
+            "enable.idempotence": True,
+            "partitioner": "murmur2_random",
+            **_librdkafka(config),
+        }
+        return Producer(settings)
+
+    def subscribe(
+        self,
+        topic: str | list[str],
+        group_id: str,
+        stop_at_end: bool = False,
+        poll_timeout: float = 1.0,
+        **config: Any,
+    ) -> Subscription:
+        """An iterator over every event of ``topic`` through the consumer group
+        ``group_id``, from its committed offsets (the beginning for a new group). An
+        event's offset is committed once the next one is asked for, or when the
+        subscription is closed after it: at least once. ``stop_at_end``: end once every
+        assigned partition is read to its end."""
+        from confluent_kafka import Consumer
+
+        settings = {
+            **self.client_config,
+            "group.id": group_id,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            **_librdkafka(config),
+        }
+        topics = [topic] if isinstance(topic, str) else list(topic)
+        return Subscription(Consumer(settings), topics, stop_at_end, poll_timeout)
+
+    def catch_up(
+        self,
+        topic: str | list[str],
+        group_id: str,
+        handler: Callable[[Event], Any],
+        stop_at_end: bool = True,
+        **config: Any,
+    ) -> int:
+        """Hand every event not yet handled by ``group_id`` to ``handler``, committing
+        each after it was handled (one the handler raised on is not), by default until
+        the end of every assigned partition. Returns how many events were handled."""
+        count = 0
+        subscription = self.subscribe(topic, group_id, stop_at_end=stop_at_end, **config)
+        try:
+            for event in subscription:
+                try:
+                    handler(event)
+                except BaseException:
+                    subscription.close(commit_last=False)
+                    raise
+                count += 1
+        finally:
+            subscription.close()
+        return count
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Subscription:
+    """Events from a consumer group (EventStore.subscribe); close it when done (or use
+    it as a context manager)."""
+
+    def __init__(
+        self, consumer: Any, topics: list[str], stop_at_end: bool, poll_timeout: float
+    ) -> None:
+        self.consumer = consumer
+        self.stop_at_end = stop_at_end
+        self.poll_timeout = poll_timeout
+        self.assigned: set[tuple[str, int]] = set()
+        self.at_end: set[tuple[str, int]] = set()
+        self._pending: Any = None
+        self._closed = False
+        consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self.assigned.update((p.topic, p.partition) for p in partitions)
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        for p in partitions:
+            self.assigned.discard((p.topic, p.partition))
+            self.at_end.discard((p.topic, p.partition))
+
+    def _done(self) -> bool:
+        return self.stop_at_end and bool(self.assigned) and self.assigned <= self.at_end
+
+    def __iter__(self) -> Subscription:
+        return self
+
+    def __next__(self) -> Event:
+        from confluent_kafka import KafkaError, KafkaException
+
+        if self._closed:
+            raise StopIteration
+        if self._pending is not None:
+            self.consumer.store_offsets(message=self._pending)
+            self._pending = None
+        while True:
+            msg = self.consumer.poll(self.poll_timeout)
+            if msg is None:
+                if self._done():
+                    raise StopIteration
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self.at_end.add((msg.topic(), msg.partition()))
+                    if self._done():
+                        raise StopIteration
+                    continue
+                if err.fatal() or not err.retriable():
+                    raise KafkaException(err)
+                continue
+            self.at_end.discard((msg.topic(), msg.partition()))
+            self._pending = msg
+            return _event(msg)
+
+    def close(self, commit_last: bool = True) -> None:
+        """Commit what was handled (the last event too unless ``commit_last`` is false)
+        and leave the group."""
+        from confluent_kafka import KafkaException
+
+        if self._closed:
+            return
+        self._closed = True
+        if self._pending is not None and commit_last:
+            self.consumer.store_offsets(message=self._pending)
+        self._pending = None
+        with contextlib.suppress(KafkaException):  # nothing stored since the last commit
+            self.consumer.commit(asynchronous=False)
+        self.consumer.close()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def raise_for(status: int, error: str, message: str, doc: Any) -> None:
+    if status == 412 and isinstance(doc, dict):
+        raise VersionConflict(doc.get("key"), doc.get("expected"), doc.get("actual"))
+    raise EventStoreError(status, error, message, doc)
+
+
+def _event(msg: Any) -> Event:
+    headers = list(msg.headers() or [])
+    version = None
+    for name, value in headers:
+        if name == VERSION_HEADER and value is not None and value.isdigit():
+            version = int(value)
+    return Event(
+        version,
+        msg.offset(),
+        msg.partition(),
+        msg.timestamp()[1],
+        msg.key(),
+        msg.value(),
+        headers,
+    )
+
+
+_default: EventStore | None = None
+_default_lock = threading.Lock()
+
+
+def default_store() -> EventStore:
+    """The store named by CHRONIK_BOOTSTRAP and CHRONIK_HTTP."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = EventStore(
+                os.environ.get("CHRONIK_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+                os.environ.get("CHRONIK_HTTP", DEFAULT_HTTP),
+            )
+        return _default
+
+
+def append(
+    topic: str,
+    key: str | bytes,
+    events: Any,
+    expected_version: int | None = None,
+    headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+) -> Appended:
+    return default_store().append(topic, key, events, expected_version, headers)
+
+
+def read(
+    topic: str, key: str | bytes, from_version: int = 0, limit: int | None = None
+) -> list[Event]:
+    return default_store().read(topic, key, from_version, limit)
+
+
+def version(topic: str, key: str | bytes) -> int:
+    return default_store().version(topic, key)
