@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from chronik.records import compression as codecs
@@ -60,9 +61,14 @@ def _field(view: memoryview, pos: int) -> tuple[bytes | None, int]:
     return bytes(view[pos : pos + length]), pos + length
 
 
-def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[DecodedRecord]:
+def iter_records(
+    batch: bytes | bytearray | memoryview, only: AbstractSet[int] | None = None
+) -> Iterator[DecodedRecord]:
     """The records of one batch (decompressed as needed). LogAppendTime batches report the
-    batch's maxTimestamp for every record, as Kafka's clients do."""
+    batch's maxTimestamp for every record, as Kafka's clients do. With ``only``, just the
+    records at those offsets: the others are stepped over by their length, undecoded, and
+    the walk stops once every wanted offset has come (a read by key wants a few records
+    of a batch that may hold thousands)."""
     header = read_header(batch)
     view = memoryview(batch)[HEADER_SIZE : header.size]
     if header.compression:
@@ -72,6 +78,7 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[DecodedRecor
             raise CorruptRecords(f"cannot decompress records: {exc}") from exc
     append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_BIT else None
     pos = 0
+    left = len(only) if only is not None else -1
     for _ in range(header.records_count):
         length, pos = _varint(view, pos)
         end = pos + length
@@ -80,6 +87,11 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[DecodedRecor
         pos += 1  # attributes
         ts_delta, pos = _varint(view, pos)
         offset_delta, pos = _varint(view, pos)
+        if only is not None:
+            if header.base_offset + offset_delta not in only:
+                pos = end
+                continue
+            left -= 1
         key, pos = _field(view, pos)
         value, pos = _field(view, pos)
         count, pos = _varint(view, pos)
@@ -92,6 +104,8 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[DecodedRecor
             raise CorruptRecords("record length does not match its fields")
         ts = append_time if append_time is not None else header.base_timestamp + ts_delta
         yield DecodedRecord(header.base_offset + offset_delta, ts, key, value, tuple(headers))
+        if left == 0:
+            return
 
 
 def keyless_records(batch: bytes | bytearray | memoryview) -> list[int]:

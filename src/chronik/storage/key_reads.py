@@ -30,7 +30,7 @@ def read_records(log: PartitionLog, offsets: Iterable[int]) -> list[DecodedRecor
             take.add(wanted[i])
             i += 1
         try:
-            out.extend(r for r in iter_records(batch) if r.offset in take)
+            out.extend(iter_records(batch, only=take))
         except CorruptRecords:
             continue
     return out
