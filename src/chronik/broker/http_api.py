@@ -64,6 +64,7 @@ MAX_HEADER_LINES = 100
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 MAX_EVENTS = 1000
+DRAIN_MAX_BYTES = 8 * 1024 * 1024
 DURABLE_TIMEOUT_S = 30.0
 AUTH_CACHE_SECONDS = 60.0
 AUTH_CACHE_SIZE = 1024
@@ -254,6 +255,13 @@ class HttpApi:
             raise HttpError(400, "bad_request", "bad Content-Length")
         length = int(text)
         if length > self.max_body:
+            if length <= DRAIN_MAX_BYTES and "100-continue" not in request.headers.get(
+                "expect", ""
+            ):
+                # Read (and drop) a body of a bounded size first, so that the client, still
+                # sending it, gets to read the answer rather than a reset connection.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(reader.readexactly(length), self.timeout)
             raise HttpError(413, "body_too_large", f"body over {self.max_body} bytes")
         if length == 0:
             return

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("chronik.cli.cluster", "brokers, the controller and partition leaders"),
     "users": ("chronik.cli.users", "add, delete and list SCRAM users"),
     "acls": ("chronik.cli.acls", "add, list and remove ACL bindings"),
+    "events": ("chronik.cli.events", "read and append one key's events (versioned topics)"),
     "quotas": ("chronik.cli.quotas", "alter and describe client quotas (byte rates)"),
     "transactions": (
         "chronik.cli.transactions",
