@@ -133,6 +133,12 @@ def execute(store, topic: str, account_id: str, command: str, amount: int | None
             appended = store.append(topic, account_id, [json.dumps(event).encode()],
                                     expected_version=account.version)
         except VersionConflict:
+            # An append whose answer was lost is resent, and then conflicts with itself:
+            # if the event is in the log after all, the command is done.
+            mine = [e for e in store.read(topic, account_id, from_version=account.version)
+                    if _event_id(e.value) == event["event_id"]]
+            if mine:
+                return Outcome(event, mine[0].version, attempt, conflicts)
             conflicts += 1
             time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))  # spread the retries
             continue
@@ -140,6 +146,13 @@ def execute(store, topic: str, account_id: str, command: str, amount: int | None
     exc = TooManyConflicts(f"{command} on {account_id}: {conflicts} conflicts in a row")
     exc.conflicts = conflicts
     raise exc
+
+
+def _event_id(value: bytes | None) -> str | None:
+    try:
+        return json.loads(value).get("event_id")
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 class Teller:

@@ -96,6 +96,7 @@ def run_teller(bootstrap: str, http_url: str, topic: str, accounts: list[str], s
                seed: int, results) -> None:
     """One teller process: random deposits and withdrawals until the time is up."""
     import commands
+
     from chronik.eventstore import EventStore
 
     teller = commands.Teller(EventStore(bootstrap, http_url), topic)
@@ -123,6 +124,7 @@ def tellers(bootstrap: str, http_url: str, accounts: int, count: int, seconds: f
     import multiprocessing
 
     import commands
+
     from chronik.eventstore import EventStore
 
     store = EventStore(bootstrap, http_url)
@@ -152,7 +154,7 @@ def tellers(bootstrap: str, http_url: str, accounts: int, count: int, seconds: f
         account = commands.load(store, T.events, name)
         good = account.balance == before[name] + moved and account.balance >= 0
         ok &= good
-        print(f"{name:>14} version={account.version:>5} balance={account.balance:>9} "
+        print(f"{name:>14} events={account.version:>5} balance={account.balance:>9} "
               f"(before {before[name]} + moved {moved}) {'ok' if good else 'WRONG'}")
     return ok
 
