@@ -591,17 +591,21 @@ def test_basic_auth_and_acls(secured: tuple[Api, int]) -> None:
         future.result()
     events = key_path(topic, "k") + "/events"
     one = {"events": [{"value": "x"}]}
-    # No, malformed or wrong credentials: 401 with a Basic challenge.
-    for headers in (
-        {},
-        {"Authorization": "Basic !!!"},
-        {"Authorization": "Bearer x"},
-        basic(ALICE, "wrong"),
-        basic("mallory", "pw"),
+    # No, malformed or wrong credentials: 401 with a Basic challenge; a wrong password
+    # waits as a failed SASL login does (connection.failed.authentication.delay.ms).
+    for headers, wrong_password in (
+        ({}, False),
+        ({"Authorization": "Basic !!!"}, False),
+        ({"Authorization": "Bearer x"}, False),
+        (basic(ALICE, "wrong"), True),
+        (basic("mallory", "pw"), True),
     ):
+        started = time.monotonic()
         status, doc, got = api.call("GET", events, headers=headers)
         assert status == 401, (headers, doc)
         assert got["www-authenticate"].startswith("Basic")
+        if wrong_password:
+            assert time.monotonic() - started >= 0.09
     # alice may read, not write.
     status, doc, _ = api.call("POST", events, one, basic(ALICE, ALICE_PASSWORD))
     assert status == 403 and doc["error"] == "forbidden"

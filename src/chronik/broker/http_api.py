@@ -372,7 +372,7 @@ class HttpApi:
         try:
             await PlainServer(store).step(b"\0" + user.encode() + b"\0" + password.encode())
         except AuthenticationFailed:
-            log.warning("failed HTTP authentication of %r from %s", user[:100], request.peer)
+            await self.broker.security.http_authentication_failed(request.peer, user)
             err = HttpError(401, "unauthorized", "invalid credentials")
             err.headers["WWW-Authenticate"] = 'Basic realm="chronik", charset="UTF-8"'
             raise err from None

@@ -295,14 +295,7 @@ class BrokerSecurity:
         grows with the address's recent failures, as Kafka's
         connection.failed.authentication.delay.ms, before the client hears of it."""
         self._count(session, "failure")
-        now = time.monotonic()
-        count, last = self._failures.pop(host, (0, now))
-        if now - last > FAILURE_MEMORY_SECONDS:
-            count = 0
-        count += 1
-        self._failures[host] = (count, now)
-        while len(self._failures) > FAILURE_HOSTS:
-            self._failures.popitem(last=False)
+        count = self._failed_again(host)
         if session.reauthentication:
             log.warning(
                 "failed re-authentication of User:%s from %s with %s (%d in a row): %s",
@@ -320,6 +313,30 @@ class BrokerSecurity:
                 count,
                 reason,
             )
+        await self._failure_wait(count)
+
+    async def http_authentication_failed(self, host: str, user: str) -> None:
+        """A wrong HTTP Basic password: logged and slowed down as a failed SASL login,
+        the same address's failures counting together."""
+        count = self._failed_again(host)
+        log.warning(
+            "failed HTTP authentication of %r from %s (%d in a row)", user[:100], host, count
+        )
+        await self._failure_wait(count)
+
+    def _failed_again(self, host: str) -> int:
+        """Count one more failure from the address; how many in a row it has now."""
+        now = time.monotonic()
+        count, last = self._failures.pop(host, (0, now))
+        if now - last > FAILURE_MEMORY_SECONDS:
+            count = 0
+        count += 1
+        self._failures[host] = (count, now)
+        while len(self._failures) > FAILURE_HOSTS:
+            self._failures.popitem(last=False)
+        return count
+
+    async def _failure_wait(self, count: int) -> None:
         delay = min(self.failed_delay * 2 ** min(count - 1, 16), MAX_FAILURE_DELAY_SECONDS)
         if delay > 0:
             await asyncio.sleep(delay)
