@@ -1,0 +1,292 @@
+"""Per-key versions in a cluster: three brokers, a topic with key.versioning.enable=true,
+replication factor 3 and min.insync.replicas=2. Conditional appends go through the
+leader (confluent-kafka, acks=all, partitioner murmur2_random); every replica's key
+index agrees with its own log and with the other replicas' (followers index the
+versions in the leader's chronik-version headers, never numbering records themselves);
+after the leader is killed with SIGKILL the new leader goes on with the right versions,
+no gap, no duplicate, a stale expected version refused; the HTTP API of a broker that
+does not lead a key's partition answers 421 naming the leader.
+
+The indexes are read from each broker's key-versions.db with SQLite in read-only mode
+while the brokers run (the file is WAL; readers see the last committed transaction), the
+logs from the segment files (replica_check)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from chronik.records.partitioner import partition_for_key
+from chronik.records.reader import iter_records
+from chronik.records.versions import EXPECTED_HEADER, VERSION_HEADER
+from conftest import free_port
+
+from .cluster_support import Cluster, wait_until
+from .helpers import topic_name
+from .replica_check import replica_batches
+from .replication_support import REPLICATION_CONFIG, create_replicated_topic, leader
+
+PARTITIONS = 3
+INVALID_RECORD = 87
+KEYS = [f"acct-{i}".encode() for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("kv-cluster"), zookeeper.connect, 3, REPLICATION_CONFIG)
+    for b in c.brokers.values():
+        b.config["http.listen"] = f"127.0.0.1:{free_port()}"
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def topic(cluster: Cluster) -> str:
+    name = topic_name("kvc")
+    create_replicated_topic(
+        cluster, name, PARTITIONS,
+        **{"key.versioning.enable": "true", "min.insync.replicas": "2"},
+    )
+    return name
+
+
+class Appender:
+    """One confluent-kafka producer making conditional appends, one at a time."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "partitioner": "murmur2_random",
+            "linger.ms": 0,
+            "message.timeout.ms": 60000,
+        })
+
+    def append(self, topic: str, key: bytes, expected: int | None, value: bytes):
+        """(error or None, partition, offset) of one record."""
+        out: list = []
+        headers = [] if expected is None else [(EXPECTED_HEADER, str(expected).encode())]
+        self.producer.produce(topic, key=key, value=value, headers=headers,
+                              on_delivery=lambda err, msg: out.append(
+                                  (err, msg.partition(), msg.offset())))
+        self.producer.flush(90)
+        assert out, "no delivery report"
+        return out[0]
+
+
+def http_port(cluster: Cluster, i: int) -> int:
+    return int(cluster.broker(i).config["http.listen"].rsplit(":", 1)[1])
+
+
+def http_get(cluster: Cluster, i: int, path: str) -> tuple[int, dict]:
+    url = f"http://127.0.0.1:{http_port(cluster, i)}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def http_post(cluster: Cluster, i: int, path: str, body: dict, headers: dict) -> tuple[int, dict]:
+    url = f"http://127.0.0.1:{http_port(cluster, i)}{path}"
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json", **headers},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=40) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def key_path(topic: str, key: bytes) -> str:
+    return f"/v1/topics/{topic}/keys/{urllib.parse.quote(key.decode(), safe='')}"
+
+
+def index_of(partition_dir: Path) -> tuple[int, dict[bytes, int], list[tuple[bytes, int, int]]]:
+    """(end, counts, rows by offset) of a replica's key index, read-only."""
+    uri = f"file:{partition_dir / 'key-versions.db'}?mode=ro"
+    db = sqlite3.connect(uri, uri=True)
+    try:
+        with db:  # one read transaction: a consistent snapshot
+            end = dict(db.execute("SELECT name, value FROM meta").fetchall()).get("end", 0)
+            counts = dict(db.execute("SELECT key, count FROM keys").fetchall())
+            rows = db.execute(
+                "SELECT key, version, offset FROM events ORDER BY offset"
+            ).fetchall()
+    finally:
+        db.close()
+    return int(end), counts, [(bytes(k), v, o) for k, v, o in rows]
+
+
+def log_of(partition_dir: Path) -> tuple[int, list[tuple[bytes, int, int]]]:
+    """(log end, [(key, chronik-version, offset)]) of a replica's keyed records."""
+    end, rows = 0, []
+    for header, data in replica_batches(partition_dir):
+        end = header.last_offset + 1
+        if header.is_control:
+            continue
+        for rec in iter_records(data):
+            if rec.key is None:
+                continue
+            version = dict(rec.headers).get(VERSION_HEADER)
+            assert version is not None, f"{partition_dir}: offset {rec.offset} has no version"
+            rows.append((rec.key, int(version), rec.offset))
+    return end, rows
+
+
+def assert_indexes_agree(cluster: Cluster, topic: str, brokers: list[int]) -> dict[int, dict]:
+    """Every partition's replicas on `brokers` hold the same log and an index that
+    agrees with it (once they have caught up); per partition, the key counts."""
+    out = {}
+    for p in range(PARTITIONS):
+        def converged(p: int = p):
+            seen = {}
+            for i in brokers:
+                d = cluster.partition_dir(i, topic, p)
+                log_end, log_rows = log_of(d)
+                end, counts, rows = index_of(d)
+                if end != log_end:
+                    return None
+                seen[i] = (log_end, log_rows, counts, rows)
+            ends = {s[0] for s in seen.values()}
+            return seen if len(ends) == 1 else None
+
+        seen = wait_until(converged, f"{topic}-{p}'s replicas and indexes caught up", 30)
+        reference = None
+        for i, (_, log_rows, counts, rows) in seen.items():
+            # The index is the log's keyed records, one row each, and each key's count is
+            # one past its newest version; the versions count 0, 1, 2, ... per key.
+            assert rows == log_rows, f"broker {i}: {topic}-{p}'s index differs from its log"
+            per_key: dict[bytes, list[int]] = {}
+            for key, version, _ in log_rows:
+                per_key.setdefault(key, []).append(version)
+            for key, versions in per_key.items():
+                assert versions == list(range(len(versions))), (i, p, key, versions)
+            assert counts == {k: len(v) for k, v in per_key.items()}, (i, p)
+            if reference is None:
+                reference = (log_rows, counts)
+            assert (log_rows, counts) == reference, f"{topic}-{p}: replicas {brokers} differ"
+        out[p] = reference[1] if reference else {}
+    return out
+
+
+def versions_read(bootstrap: str, topic: str, key: bytes) -> list[int]:
+    """The key's chronik-version headers as a consumer reads its partition."""
+    p = partition_for_key(key, PARTITIONS)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kvc-read",
+                         "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        consumer.assign([TopicPartition(topic, p, low)])
+        out, last = [], low - 1
+        while last < high - 1:
+            for msg in consumer.consume(500, 1.0):
+                if msg.error() is not None:
+                    continue
+                last = msg.offset()
+                if msg.key() == key:
+                    out.append(int(dict(msg.headers())[VERSION_HEADER]))
+        return out
+    finally:
+        consumer.close()
+
+
+def test_followers_index_the_versions_their_leader_gave(cluster: Cluster, topic: str):
+    appender = Appender(cluster.bootstrap)
+    for round_ in range(4):
+        for key in KEYS:
+            err, partition, _ = appender.append(topic, key, round_, b"r%d" % round_)
+            assert err is None, err
+            assert partition == partition_for_key(key, PARTITIONS)
+    # A stale expectation is refused by the leader and reaches no replica.
+    err, _, _ = appender.append(topic, KEYS[0], 2, b"stale")
+    assert err is not None and err.code() == INVALID_RECORD
+    # Records without the header still get versions, on every replica.
+    err, _, _ = appender.append(topic, KEYS[1], None, b"free")
+    assert err is None
+    counts = assert_indexes_agree(cluster, topic, cluster.ids)
+    merged = {k: c for per in counts.values() for k, c in per.items()}
+    assert merged == {k: 5 if k == KEYS[1] else 4 for k in KEYS}
+    assert sum(len(v) > 0 for v in counts.values()) >= 2, "the keys should spread"
+
+
+def test_http_api_off_the_leader_answers_421_with_the_leader(cluster: Cluster, topic: str):
+    for key in KEYS[:3]:
+        p = partition_for_key(key, PARTITIONS)
+        lead = leader(cluster, topic, p)
+        status, body = http_get(cluster, lead, key_path(topic, key))
+        assert status == 200 and body["partition"] == p and body["version_count"] >= 4
+        for i in cluster.ids:
+            if i == lead:
+                continue
+            for path in (key_path(topic, key), key_path(topic, key) + "/events"):
+                status, body = http_get(cluster, i, path)
+                assert status == 421, (i, path, body)
+                assert body["error"] == "not_leader"
+                assert body["leader"] == lead and body["partition"] == p
+            status, body = http_post(cluster, i, key_path(topic, key) + "/events",
+                                     {"events": [{"value": "x"}]}, {"If-Match": '"99"'})
+            assert status == 421 and body["leader"] == lead
+
+
+def test_conditional_appends_go_on_after_the_leader_is_killed(cluster: Cluster, topic: str):
+    key = KEYS[2]
+    p = partition_for_key(key, PARTITIONS)
+    old = leader(cluster, topic, p)
+    epoch = cluster.partition_state(topic, p)["leader_epoch"]
+    appender = Appender(cluster.bootstrap)
+    err, _, _ = appender.append(topic, key, 4, b"before")
+    assert err is None, err
+
+    cluster.kill(old)
+    survivors = [i for i in cluster.ids if i != old]
+    new = wait_until(lambda: leader(cluster, topic, p) in survivors and leader(cluster, topic, p),
+                     f"{topic}-{p} led by a survivor of broker {old}")
+    assert cluster.partition_state(topic, p)["leader_epoch"] > epoch
+
+    # The new leader numbers on from its own index, filled from the old leader's headers.
+    err, _, offset = appender.append(topic, key, 5, b"after-1")
+    assert err is None, err
+    err, _, _ = appender.append(topic, key, 5, b"stale")
+    assert err is not None and err.code() == INVALID_RECORD and not err.retriable()
+    err, _, _ = appender.append(topic, key, 6, b"after-2")
+    assert err is None, err
+    # Over HTTP on the new leader too; the old leader's address answers nothing now.
+    status, body = http_post(cluster, new, key_path(topic, key) + "/events",
+                             {"events": [{"value": "after-3"}]}, {"If-Match": '"7"'})
+    assert status == 201 and body["first_version"] == 7, body
+    status, body = http_post(cluster, new, key_path(topic, key) + "/events",
+                             {"events": [{"value": "stale"}]}, {"If-Match": '"7"'})
+    assert status == 412 and body["actual"] == 8, body
+    status, body = http_get(cluster, new, key_path(topic, key) + "/events")
+    assert status == 200
+    assert [e["version"] for e in body["events"]] == list(range(8))
+    assert [e["value"] for e in body["events"]][4:] == ["before", "after-1", "after-2", "after-3"]
+
+    assert versions_read(",".join(cluster.broker(i).bootstrap for i in survivors),
+                         topic, key) == list(range(8))
+    assert_indexes_agree(cluster, topic, survivors)
+
+    # The killed broker comes back as a follower, catches up, and its index agrees.
+    cluster.start(old)
+    counts = assert_indexes_agree(cluster, topic, cluster.ids)
+    assert counts[p][key] == 8
+    lead = leader(cluster, topic, p)
+    other = next(i for i in cluster.ids if i != lead)
+    status, body = http_get(cluster, other, key_path(topic, key))
+    assert status == 421 and body["leader"] == lead
+    status, body = http_get(cluster, lead, key_path(topic, key))
+    assert status == 200 and body["version_count"] == 8
