@@ -338,3 +338,112 @@ def test_versions_survive_restart_kill_9_retention_and_compaction(
     index_agrees_with_scan(broker.data_dir, flood)
     broker.start()
     assert confluent_append(broker.bootstrap, flood, b"k3", seen[b"k3"] + 1) is None
+
+
+# --- kafkajs and Java kafka-clients ---------------------------------------------------------
+
+# Each client runs the same script: k's first append (expected 0), a conflict (expected 0
+# again), one batch of two records whose second expectation is wrong (all or nothing: the
+# first, correct, is not written either), a batch of two correct expectations, and a record
+# without the header. The log then holds k at versions 0, 1, 2 and j at 0.
+CLIENT_SENDS = [
+    [("k", "v0", 0)],
+    [("k", "conflict", 0)],
+    [("k", "half-1", 1), ("k", "half-2", 5)],
+    [("k", "v1", 1), ("k", "v2", 2)],
+    [("j", "free", None)],
+]
+
+
+def assert_client_outcome(broker: BrokerProcess, topic: str) -> None:
+    records = read_keyed(broker.bootstrap, topic)
+    assert [(k, v, val) for k, v, val in records] == [
+        (b"k", 0, b"v0"), (b"k", 1, b"v1"), (b"k", 2, b"v2"), (b"j", 0, b"free"),
+    ]
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_kafkajs_sees_a_conflict_as_an_error_that_writes_nothing(
+    broker: BrokerProcess, idempotent: bool
+):
+    from .test_client_kafkajs import COMPAT
+    from .test_client_kafkajs import pytestmark as needs_node
+
+    for mark in needs_node:
+        if mark.args[0]:
+            pytest.skip(mark.kwargs["reason"])
+    topic = topic_name("jskv")
+    create_topic(broker.bootstrap, topic, **VERSIONED)
+    job = {
+        "bootstrap": broker.bootstrap,
+        "topic": topic,
+        "idempotent": idempotent,
+        "sends": [
+            [{"key": k, "value": v, "expected": e} for k, v, e in send] for send in CLIENT_SENDS
+        ],
+    }
+    proc = subprocess.run(
+        ["node", str(COMPAT / "kafkajs_versions.js")],
+        input=json.dumps(job).encode(), capture_output=True, timeout=120, cwd=COMPAT,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-4000:]
+    results = json.loads(proc.stdout)
+    assert [("ok" in r) for r in results] == [True, False, False, True, True]
+    assert [int(o["baseOffset"]) for o in results[0]["ok"]] == [0]
+    assert [int(o["baseOffset"]) for o in results[3]["ok"]] == [1]
+    for failed in (results[1], results[2]):
+        # kafkajs (Produce v7 at most) reports code 87 by its own name and text, not
+        # retried: KafkaJSProtocolError INVALID_RECORD "This record has failed the
+        # validation on broker and hence be rejected".
+        error = failed["error"]
+        assert error["causeName"] == "KafkaJSProtocolError", error
+        assert (error["type"], error["code"], error["retriable"]) == ("INVALID_RECORD", 87, False)
+    assert_client_outcome(broker, topic)
+
+
+JAVA_SOURCE = Path(__file__).resolve().parents[1] / "compat" / "java" / "KeyVersions.java"
+
+
+@pytest.fixture(scope="module")
+def key_versions_java(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from .java_support import NEEDS_JAVA, compile_java
+
+    for mark in NEEDS_JAVA:
+        if mark.args[0]:
+            pytest.skip(mark.kwargs["reason"])
+    return compile_java(tmp_path_factory.mktemp("kv-java"), JAVA_SOURCE)
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_java_client_sees_a_conflict_as_an_error_that_writes_nothing(
+    broker: BrokerProcess, key_versions_java: str, idempotent: bool
+):
+    from .java_support import JAVA_TIMEOUT
+
+    topic = topic_name("javakv")
+    create_topic(broker.bootstrap, topic, **VERSIONED)
+    lines = "".join(
+        "".join(f"{k}\t{v}\t{'' if e is None else e}\n" for k, v, e in send) + "\n"
+        for send in CLIENT_SENDS
+    )
+    proc = subprocess.run(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", key_versions_java,
+         "KeyVersions", broker.bootstrap, topic, f"enable.idempotence={str(idempotent).lower()}"],
+        input=lines.encode(), capture_output=True, timeout=JAVA_TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-4000:]
+    out = [line.split("\t") for line in proc.stdout.decode().splitlines()]
+    assert [o[0] for o in out] == ["ok", "error", "error", "error", "ok", "ok", "ok"], out
+    assert [int(o[2]) for o in out if o[0] == "ok"] == [0, 1, 2, 3]
+    # Produce v11 carries record_errors: the record that failed gets the broker's message,
+    # the other record of its batch Kafka's own KafkaException "Failed to append record
+    # because it was part of a batch which had one more more invalid records".
+    conflict, half_ok, half_bad = out[1], out[2], out[3]
+    invalid = "org.apache.kafka.common.InvalidRecordException"
+    assert conflict[1] == invalid
+    assert "version conflict on key 'k': expected 0, actual 1" in conflict[2]
+    assert half_bad[1] == invalid
+    assert "version conflict on key 'k': expected 5, actual 2" in half_bad[2], half_bad
+    assert half_ok[1] == "org.apache.kafka.common.KafkaException", half_ok
+    assert "part of a batch which had one more more invalid records" in half_ok[2]
+    assert_client_outcome(broker, topic)
