@@ -290,3 +290,32 @@ def test_conditional_appends_go_on_after_the_leader_is_killed(cluster: Cluster, 
     assert status == 421 and body["leader"] == lead
     status, body = http_get(cluster, lead, key_path(topic, key))
     assert status == 200 and body["version_count"] == 8
+
+
+def test_http_api_without_a_leader_answers_503_not_421(cluster: Cluster):
+    """A partition whose only replica is down has no leader: the API says 503 (try again
+    later), not 421 pointing at no broker (-1) or at the dead one."""
+    name = topic_name("kvc1")
+    create_replicated_topic(cluster, name, PARTITIONS, rf=1, **{"key.versioning.enable": "true"})
+    key = KEYS[0]
+    p = partition_for_key(key, PARTITIONS)
+    lead = leader(cluster, name, p)
+    other = next(i for i in cluster.ids if i != lead)
+    status, body = http_get(cluster, other, key_path(name, key))
+    assert status == 421 and body["leader"] == lead
+    cluster.kill(lead)
+    try:
+        wait_until(lambda: lead not in cluster.live_ids(), f"broker {lead}'s session gone")
+        status, body = wait_until(
+            lambda: (r := http_get(cluster, other, key_path(name, key)))[0] != 421 and r,
+            "a leaderless partition not answered 421", 20,
+        )
+        assert status == 503 and body["error"] == "leader_not_available", body
+        assert "leader" not in body
+    finally:
+        cluster.start(lead)
+    status, body = wait_until(
+        lambda: (r := http_get(cluster, lead, key_path(name, key)))[0] == 200 and r,
+        "the partition's leader back", 30,
+    )
+    assert body["version_count"] == 0

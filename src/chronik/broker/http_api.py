@@ -16,7 +16,8 @@ appends it as Produce does, answering once it is durable as acks=all is.
 
 The partition of a key: the one whose index already has the key, else Kafka's default
 partitioner for keyed records (chronik.records.partitioner). In a cluster, a partition
-another broker leads is answered 421 with that broker's id.
+another broker leads is answered 421 with that broker's id; one without a live leader
+(or not yet served by the broker named leader) 503 leader_not_available.
 
 Security: with an authorizer or a SASL listener, every request needs HTTP Basic
 credentials, checked against the SCRAM credential store as SASL PLAIN checks them
@@ -396,7 +397,7 @@ class HttpApi:
             )
 
     def _locate(self, topic: str, key: bytes) -> tuple[Any, int, Any]:
-        """(topic, partition, log) of a key on an opted-in topic; raises 404, 409, 421."""
+        """(topic, partition, log) of a key on an opted-in topic; raises 404, 409, 421, 503."""
         broker = self.broker
         count = partition_count(broker, topic)
         local = broker.catalog.get(topic)
@@ -421,6 +422,16 @@ class HttpApi:
         if plog is None:
             if code == errors.NOT_LEADER_OR_FOLLOWER and broker.cluster is not None:
                 leader = broker.cluster.leader_of(topic, index)
+                if leader < 0 or leader == broker.cluster.node_id:
+                    # No live leader (its replicas down, an election under way), or this
+                    # broker is named leader but does not serve the partition yet: there is
+                    # nobody to send the client to; it may try again.
+                    raise HttpError(
+                        503,
+                        "leader_not_available",
+                        f"partition {index} of {topic!r} has no leader available",
+                        partition=index,
+                    )
                 raise HttpError(
                     421,
                     "not_leader",
