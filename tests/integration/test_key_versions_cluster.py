@@ -7,14 +7,13 @@ after the leader is killed with SIGKILL the new leader goes on with the right ve
 no gap, no duplicate, a stale expected version refused; the HTTP API of a broker that
 does not lead a key's partition answers 421 naming the leader.
 
-The indexes are read from each broker's key-versions.db with SQLite in read-only mode
-while the brokers run (the file is WAL; readers see the last committed transaction), the
-logs from the segment files (replica_check)."""
+The indexes are read from each broker's key-versions.db through KeyIndex on a read-only
+connection while the brokers run (the file is WAL; a reader sees the last committed
+transaction), the logs from the segment files (replica_check)."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,6 +26,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from chronik.records.partitioner import partition_for_key
 from chronik.records.reader import iter_records
 from chronik.records.versions import EXPECTED_HEADER, VERSION_HEADER
+from chronik.storage.key_index import FILE_NAME as KEY_INDEX_FILE
+from chronik.storage.key_index import KeyIndex
 from conftest import free_port
 
 from .cluster_support import Cluster, wait_until
@@ -116,19 +117,22 @@ def key_path(topic: str, key: bytes) -> str:
 
 
 def index_of(partition_dir: Path) -> tuple[int, dict[bytes, int], list[tuple[bytes, int, int]]]:
-    """(end, counts, rows by offset) of a replica's key index, read-only."""
-    uri = f"file:{partition_dir / 'key-versions.db'}?mode=ro"
-    db = sqlite3.connect(uri, uri=True)
+    """(end, counts, rows by offset) of a replica's key index, through KeyIndex's own
+    queries on a connection of ours made read-only (query_only) once open: the broker
+    keeps writing through its own connection (WAL allows both)."""
+    index = KeyIndex(partition_dir / KEY_INDEX_FILE)
     try:
-        with db:  # one read transaction: a consistent snapshot
-            end = dict(db.execute("SELECT name, value FROM meta").fetchall()).get("end", 0)
-            counts = dict(db.execute("SELECT key, count FROM keys").fetchall())
-            rows = db.execute(
-                "SELECT key, version, offset FROM events ORDER BY offset"
-            ).fetchall()
+        db = index._db  # noqa: SLF001 - no read-only mode of its own
+        db.execute("PRAGMA query_only=ON")
+        db.execute("BEGIN")  # one snapshot for the three reads
+        try:
+            end = int(dict(db.execute("SELECT name, value FROM meta").fetchall()).get("end", 0))
+            counts, rows = index.counts(), index.rows()
+        finally:
+            db.execute("COMMIT")
     finally:
-        db.close()
-    return int(end), counts, [(bytes(k), v, o) for k, v, o in rows]
+        index.close()
+    return end, counts, [(bytes(k), v, o) for k, v, o in rows]
 
 
 def log_of(partition_dir: Path) -> tuple[int, list[tuple[bytes, int, int]]]:
@@ -147,39 +151,53 @@ def log_of(partition_dir: Path) -> tuple[int, list[tuple[bytes, int, int]]]:
     return end, rows
 
 
+def replica_problems(cluster: Cluster, topic: str, p: int, brokers: list[int]):
+    """What is wrong with partition `p`'s replicas on `brokers` (an empty list when they
+    hold the same log, and an index that agrees with it), and the key counts."""
+    problems: list[str] = []
+    reference = None
+    for i in brokers:
+        d = cluster.partition_dir(i, topic, p)
+        log_end, log_rows = log_of(d)
+        end, counts, rows = index_of(d)
+        if end != log_end:
+            problems.append(f"broker {i}: index end {end}, log end {log_end}")
+            continue
+        # The index is the log's keyed records, one row each, and each key's count is one
+        # past its newest version; the versions count 0, 1, 2, ... per key.
+        if rows != log_rows:
+            problems.append(f"broker {i}: index rows {rows} differ from the log's {log_rows}")
+        per_key: dict[bytes, list[int]] = {}
+        for key, version, _ in log_rows:
+            per_key.setdefault(key, []).append(version)
+        for key, versions in per_key.items():
+            if versions != list(range(len(versions))):
+                problems.append(f"broker {i}: {key!r} has versions {versions}")
+        if counts != {k: len(v) for k, v in per_key.items()}:
+            problems.append(f"broker {i}: index counts {counts}, log {per_key}")
+        if reference is None:
+            reference = (log_rows, counts)
+        elif (log_rows, counts) != reference:
+            problems.append(f"broker {i}: differs from broker {brokers[0]}")
+    return problems, (reference[1] if reference else {})
+
+
 def assert_indexes_agree(cluster: Cluster, topic: str, brokers: list[int]) -> dict[int, dict]:
     """Every partition's replicas on `brokers` hold the same log and an index that
-    agrees with it (once they have caught up); per partition, the key counts."""
+    agrees with it, once they have caught up; per partition, the key counts."""
     out = {}
     for p in range(PARTITIONS):
-        def converged(p: int = p):
-            seen = {}
-            for i in brokers:
-                d = cluster.partition_dir(i, topic, p)
-                log_end, log_rows = log_of(d)
-                end, counts, rows = index_of(d)
-                if end != log_end:
-                    return None
-                seen[i] = (log_end, log_rows, counts, rows)
-            ends = {s[0] for s in seen.values()}
-            return seen if len(ends) == 1 else None
+        last: list = [["not read"]]
 
-        seen = wait_until(converged, f"{topic}-{p}'s replicas and indexes caught up", 30)
-        reference = None
-        for i, (_, log_rows, counts, rows) in seen.items():
-            # The index is the log's keyed records, one row each, and each key's count is
-            # one past its newest version; the versions count 0, 1, 2, ... per key.
-            assert rows == log_rows, f"broker {i}: {topic}-{p}'s index differs from its log"
-            per_key: dict[bytes, list[int]] = {}
-            for key, version, _ in log_rows:
-                per_key.setdefault(key, []).append(version)
-            for key, versions in per_key.items():
-                assert versions == list(range(len(versions))), (i, p, key, versions)
-            assert counts == {k: len(v) for k, v in per_key.items()}, (i, p)
-            if reference is None:
-                reference = (log_rows, counts)
-            assert (log_rows, counts) == reference, f"{topic}-{p}: replicas {brokers} differ"
-        out[p] = reference[1] if reference else {}
+        def agree(p: int = p, last: list = last):
+            problems, counts = replica_problems(cluster, topic, p, brokers)
+            last[0] = problems
+            return None if problems else (counts,)
+
+        try:
+            (out[p],) = wait_until(agree, f"{topic}-{p}'s replicas and indexes agreeing", 30)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {last[0]}") from None
     return out
 
 
