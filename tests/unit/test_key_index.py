@@ -196,6 +196,25 @@ def test_restart_and_missing_or_unreadable_file_rebuild_the_same(tmp_path, caplo
     assert_agrees(log)
 
 
+def test_an_index_in_an_old_format_is_rebuilt(tmp_path, caplog):
+    """Format 1 kept counts in a keys table: such a file is rebuilt from the log."""
+    path = tmp_path / "t-0"
+    log = open_log(path, vconfig())
+    for i in range(10):
+        put(log, [rec(b"k%d" % (i % 3))])
+    before = (log.key_index.rows(), log.key_index.counts())
+    log.close()
+    db = sqlite3.connect(path / FILE_NAME)
+    db.execute("DELETE FROM meta WHERE name = 'format'")
+    db.execute("DELETE FROM events")
+    db.commit()
+    db.close()
+    log = open_log(path, vconfig())
+    assert "key version index in format 1, not 2; rebuilding it" in caplog.text
+    assert (log.key_index.rows(), log.key_index.counts()) == before
+    assert_agrees(log)
+
+
 def test_an_index_ahead_of_the_log_is_cut_back(tmp_path):
     """A log tail lost (cut at open) while the index kept it: counts go back."""
     path = tmp_path / "t-0"
@@ -340,10 +359,11 @@ def test_the_catalog_removes_the_index_with_its_partition(tmp_path):
     catalog.close()
 
 
-# -- a model: appends, conditional appends, retries, restarts and crashes ----------------------
+# -- a model: appends, conditional appends, retries, restarts, crashes, retention -----------
 class VersionsMachine(RuleBasedStateMachine):
-    """The model: the key of each record in offset order. Versions per key are 0..n-1,
-    and the index agrees with a scan of the log after every step."""
+    """The model: the key of each record in offset order. Versions per key are 0..n-1
+    (records below the log start keep their numbers used), and the index agrees with a
+    scan of the log after every step."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -430,16 +450,25 @@ class VersionsMachine(RuleBasedStateMachine):
         self.log.producer_state.producers = {}
         self.seq = 0
 
+    @rule(ahead=st.integers(0, 6))
+    def retain(self, ahead):
+        """Retention or DeleteRecords: the log start moves up; the numbers stay used."""
+        self.log.delete_records(min(self.log.end_offset, self.log.start_offset + ahead))
+
     @invariant()
     def agrees(self):
         counts = {}
         for key in set(self.keys):
             counts[key] = self.keys.count(key)
-        assert [k for k, _, _ in scan(self.log)] == self.keys
+        start = self.log.start_offset
         seen: dict[bytes, int] = {}
-        for key, version, _ in scan(self.log):
-            assert version == seen.get(key, 0)
+        expected = []
+        for offset, key in enumerate(self.keys):
+            version = seen.get(key, 0)
             seen[key] = version + 1
+            if offset >= start:
+                expected.append((key, version, offset))
+        assert scan(self.log) == expected
         assert_agrees(self.log, counts)
 
     def teardown(self):

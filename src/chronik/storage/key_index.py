@@ -4,23 +4,39 @@
 # SQLite 3 database (journal_mode=WAL, synchronous=NORMAL), with its -wal and -shm files:
 #
 #   meta(name TEXT PRIMARY KEY, value INTEGER)
+#       format     FORMAT (2); a file without it (format 1 kept a separate keys(key, count)
+#                  table) is rebuilt from the log
 #       end        the next log offset to index: every batch below it is in the index
 #       pruned     rows below it hold, per key, only what compaction kept
 #       maintained 1 while the topic opts in; 0 once it opted out (the file is kept but no
 #                  longer follows the log, so opting in again rebuilds it)
-#   keys(key BLOB PRIMARY KEY, count INTEGER) WITHOUT ROWID
 #   events(key BLOB, version INTEGER, offset INTEGER, PRIMARY KEY (key, version))
 #       WITHOUT ROWID, plus an index on offset
 #
-# Each appended batch is one SQLite transaction (its event rows, the new counts, end). The
-# log is the truth: versions are stamped into the records themselves (the chronik-version
-# header, chronik.records.versions), so the index can always be rebuilt from the log. At
-# open it is made to agree with the log: an end past the log end is truncated back (rows
-# at or past it removed, counts set back); an end below it indexes the log tail from the
-# records' headers; a missing, unreadable or unmaintained file is rebuilt from the whole
-# log with one warning. Retention and DeleteRecords remove the rows below the new log
-# start and keep the counts (a deleted record's number stays used); compaction removes
-# the rows of records it removed.
+# A key's version count is not stored apart: it is its greatest version plus one, one
+# B-tree seek on the primary key (a row per record is one B-tree insert into the primary
+# key and one append to the offset index, nothing else). Every change keeps each key's
+# greatest row so counts stay exact:
+#   - appends add rows with versions above every row of the key;
+#   - retention and DeleteRecords remove the rows below the new log start except each
+#     key's greatest one (its record is gone, its number stays used); reads, rows() and
+#     counts of events skip rows below the log start;
+#   - compaction removes only rows older than a kept row of the same key;
+#   - truncation to an offset removes the rows at or past it; the key's count is then its
+#     greatest remaining version plus one, which is exact because every record between the
+#     log start and the index end has its row and the greatest row below the start is
+#     kept; a key left with no row but whose removed rows did not start at version 0 (its
+#     earlier records were never indexed here, e.g. compacted away before the index was
+#     built) keeps its count in a placeholder row (key, lowest removed version - 1, -1),
+#     below every log start.
+#
+# Each appended batch is one SQLite transaction (its event rows and end). The log is the
+# truth: versions are stamped into the records themselves (the chronik-version header,
+# chronik.records.versions), so the index can always be rebuilt from the log. At open it
+# is made to agree with the log: an end past the log end is truncated back (rows at or
+# past it removed); an end below it indexes the log tail from the records' headers; a
+# missing, unreadable, old-format or unmaintained file is rebuilt from the whole log with
+# one warning.
 #
 # Why SQLite: it is in the standard library (no new dependency), keeps the data on disk
 # behind a bounded page cache (memory does not grow with the number of keys), gives
@@ -42,19 +58,16 @@ FILE_NAME = "key-versions.db"
 FILES = (FILE_NAME, FILE_NAME + "-wal", FILE_NAME + "-shm", FILE_NAME + "-journal")
 HOT_KEYS = 4096
 CACHE_KIB = 2048
+FORMAT = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS keys(key BLOB PRIMARY KEY, count INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events(
     key BLOB NOT NULL, version INTEGER NOT NULL, offset INTEGER NOT NULL,
     PRIMARY KEY (key, version)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_offset ON events(offset);
 """
-_UPSERT_COUNT = (
-    "INSERT INTO keys(key, count) VALUES (?, ?) "
-    "ON CONFLICT(key) DO UPDATE SET count = max(count, excluded.count)"
-)
+_COUNT = "SELECT max(version) FROM events WHERE key = ?"
 _SET_META = "INSERT OR REPLACE INTO meta(name, value) VALUES (?, ?)"
 
 
@@ -76,6 +89,7 @@ class KeyIndex:
         self._end = int(meta.get("end", 0))
         self._pruned = int(meta.get("pruned", 0))
         self.maintained = bool(meta.get("maintained", 0))
+        self.format = int(meta.get("format", 1))
         self.start = 0  # the log start offset: rows below it are not returned
         self._hot: OrderedDict[bytes, int] = OrderedDict()
         self._hot_max = hot_keys
@@ -88,7 +102,7 @@ class KeyIndex:
         """A new, empty index in ``directory`` (any old file removed)."""
         remove_files(directory)
         index = cls(directory / FILE_NAME, hot_keys)
-        index._commit([], [], {"end": 0, "pruned": 0, "maintained": 1})
+        index._commit([], {"format": FORMAT, "end": 0, "pruned": 0, "maintained": 1})
         return index
 
     # -- queries ----------------------------------------------------------------------------
@@ -103,8 +117,8 @@ class KeyIndex:
         if hot is not None:
             self._hot.move_to_end(key)
             return hot
-        row = self._db.execute("SELECT count FROM keys WHERE key = ?", (key,)).fetchone()
-        found = row[0] if row else 0
+        row = self._db.execute(_COUNT, (key,)).fetchone()
+        found = row[0] + 1 if row[0] is not None else 0
         self._remember(key, found)
         return found
 
@@ -124,15 +138,17 @@ class KeyIndex:
 
     def keys_count(self) -> int:
         """How many keys have a version count (deleted records' keys included)."""
-        return self._db.execute("SELECT count(*) FROM keys").fetchone()[0]
+        return self._db.execute("SELECT count(DISTINCT key) FROM events").fetchone()[0]
 
     def rows(self) -> list[tuple[bytes, int, int]]:
-        """Every (key, version, offset) row, by offset (tests and checks)."""
-        sql = "SELECT key, version, offset FROM events ORDER BY offset"
-        return self._db.execute(sql).fetchall()
+        """Every (key, version, offset) row of a record in the log, by offset (tests and
+        checks)."""
+        sql = "SELECT key, version, offset FROM events WHERE offset >= ? ORDER BY offset"
+        return self._db.execute(sql, (self.start,)).fetchall()
 
     def counts(self) -> dict[bytes, int]:
-        return dict(self._db.execute("SELECT key, count FROM keys").fetchall())
+        sql = "SELECT key, max(version) + 1 FROM events GROUP BY key"
+        return dict(self._db.execute(sql).fetchall())
 
     # -- updates ----------------------------------------------------------------------------
     def record(self, entries: Iterable[tuple[bytes, int, int]], end: int) -> None:
@@ -143,7 +159,7 @@ class KeyIndex:
         for key, version, _ in rows:
             if version + 1 > counts.get(key, 0):
                 counts[key] = version + 1
-        self._commit(rows, list(counts.items()), {"end": end})
+        self._commit(rows, {"end": end})
         hot = self._hot
         for key, n in counts.items():
             if key in hot and n > hot[key]:
@@ -156,7 +172,6 @@ class KeyIndex:
     def _commit(
         self,
         rows: list[tuple[bytes, int, int]],
-        counts: list[tuple[bytes, int]],
         meta: dict[str, int],
     ) -> None:
         db = self._db
@@ -164,8 +179,6 @@ class KeyIndex:
         try:
             if rows:
                 db.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?)", rows)
-            if counts:
-                db.executemany(_UPSERT_COUNT, counts)
             db.executemany(_SET_META, list(meta.items()))
             db.execute("COMMIT")
         except BaseException:
@@ -188,22 +201,23 @@ class KeyIndex:
     def truncate(self, end: int) -> None:
         """The log was cut to ``end``: rows at or past it go, and each key they belonged to
         counts again what is left before ``end`` (its newest row below, plus one; else its
-        smallest removed version: its earlier records are gone from the index too)."""
+        smallest removed version, kept in a placeholder row: its earlier records are gone
+        from the index too)."""
         db = self._db
         removed = db.execute(
             "SELECT key, min(version) FROM events WHERE offset >= ? GROUP BY key", (end,)
         ).fetchall()
-        counts = []
+        placeholders = []
         for key, lowest in removed:
             row = db.execute(
-                "SELECT max(version) FROM events WHERE key = ? AND offset < ?", (key, end)
+                "SELECT 1 FROM events WHERE key = ? AND offset < ? LIMIT 1", (key, end)
             ).fetchone()
-            counts.append((key, row[0] + 1 if row[0] is not None else lowest))
+            if row is None and lowest > 0:
+                placeholders.append((key, lowest - 1, -1))
         db.execute("BEGIN")
         try:
             db.execute("DELETE FROM events WHERE offset >= ?", (end,))
-            db.executemany("UPDATE keys SET count = ? WHERE key = ?", [(n, k) for k, n in counts])
-            db.execute("DELETE FROM keys WHERE count <= 0")
+            db.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?)", placeholders)
             db.executemany(
                 _SET_META, [("end", end), ("pruned", min(self._pruned, end))]
             )
@@ -217,13 +231,17 @@ class KeyIndex:
         self._hot.clear()
 
     def drop_below(self, start: int) -> None:
-        """The log now starts at ``start`` (retention, DeleteRecords): rows below it go,
-        counts stay."""
+        """The log now starts at ``start`` (retention, DeleteRecords): rows below it go
+        but each key's greatest, so counts stay."""
         self.start = max(self.start, start)
         db = self._db
         db.execute("BEGIN")
         try:
-            db.execute("DELETE FROM events WHERE offset < ?", (start,))
+            db.execute(
+                "DELETE FROM events WHERE offset < ? AND version < ("
+                "  SELECT max(e.version) FROM events e WHERE e.key = events.key)",
+                (start,),
+            )
             if start > self._end:
                 db.execute(_SET_META, ("end", start))
             db.execute("COMMIT")
@@ -258,7 +276,7 @@ class KeyIndex:
         self._pruned = through
 
     def set_maintained(self, maintained: bool) -> None:
-        self._commit([], [], {"maintained": int(maintained)})
+        self._commit([], {"maintained": int(maintained)})
 
     def close(self) -> None:
         if self.closed:

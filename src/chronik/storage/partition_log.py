@@ -84,6 +84,7 @@ from chronik.storage.config import LogConfig
 from chronik.storage.diskio import fsync_dir
 from chronik.storage.errors import KafkaStorageError, OffsetOutOfRange
 from chronik.storage.key_index import FILE_NAME as KEY_INDEX_FILE
+from chronik.storage.key_index import FORMAT as KEY_INDEX_FORMAT
 from chronik.storage.key_index import KeyIndex
 from chronik.storage.leader_epoch import LeaderEpochCache
 from chronik.storage.producer_state import CompletedTxn, ProducerStateManager, snapshot_path
@@ -528,6 +529,11 @@ class PartitionLog:
                     index.close()
                     index = None
                     why = "not maintained while key.versioning.enable was off"
+                elif index.format != KEY_INDEX_FORMAT:
+                    index_format = index.format
+                    index.close()
+                    index = None
+                    why = f"in format {index_format}, not {KEY_INDEX_FORMAT}"
         elif not rebuild and self._end_offset > self._start_offset:
             why = "missing"
         if index is None:
