@@ -305,7 +305,11 @@ def _stamp_records(
             if current is None:
                 current = count(key)
             if has_expected:
-                wanted = parse_version(expected)
+                if (expected is not None and 0 < len(expected) <= _MAX_VERSION_DIGITS
+                        and expected.isdigit()):
+                    wanted: int | None = int(expected)
+                else:
+                    wanted = None
                 if wanted is None:
                     failures.append(
                         (index, f"bad {EXPECTED_HEADER} on key {key_text(key)}: {expected!r} "
@@ -324,9 +328,11 @@ def _stamp_records(
                 # its headers as they are, the version.
                 n = count_headers + 1
                 count_bytes = one[n << 1] if n < 64 else _length_bytes(n)
-                add(_length_bytes(
-                    fixed_end - start + len(count_bytes) + end - headers_at + len(vfield)
-                ))
+                z = (fixed_end - start + len(count_bytes) + end - headers_at + len(vfield)) << 1
+                if z < 0x4000:
+                    add(one[z] if z < 0x80 else bytes(((z & 0x7F) | 0x80, z >> 7)))
+                else:
+                    add(_length_bytes(z >> 1))
                 add(body[start:fixed_end])
                 add(count_bytes)
                 add(body[headers_at:end])
