@@ -19,8 +19,8 @@
 # greatest row so counts stay exact:
 #   - appends add rows with versions above every row of the key;
 #   - retention and DeleteRecords remove the rows below the new log start except each
-#     key's greatest one (its record is gone, its number stays used); reads, rows() and
-#     counts of events skip rows below the log start;
+#     key's greatest one (its record is gone, its number stays used); reads and rows()
+#     skip rows below the log start;
 #   - compaction removes only rows older than a kept row of the same key;
 #   - truncation to an offset removes the rows at or past it; the key's count is then its
 #     greatest remaining version plus one, which is exact because every record between the
