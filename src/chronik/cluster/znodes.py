@@ -20,7 +20,7 @@
 #                                    stored_key=...,server_key=...,iterations=4096"}}
 #   /config/brokers/<id>, /config/brokers/<default>
 #                                    {"version":1,"config":{name: value}}: a broker's
-#                                    dynamic configs, and the cluster default's
+#                                    dynamic configs, and the cluster-wide default's
 #   /config/users/<user>/clients/<client-id>, /config/clients/<client-id>
 #                                    {"version":1,"config":{"producer_byte_rate":"1024"}}:
 #                                    client quotas (user and client-id sanitized as Kafka's
