@@ -84,7 +84,23 @@ class BrokerProcess:
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until every listener accepts connections: the broker binds them one after
+        another, so the first being up says nothing of the others."""
+        deadline = time.monotonic() + timeout
         wait_for_port(self.port, timeout, proc=self.proc)
+        for port in self.listener_ports():
+            if port != self.port:
+                wait_for_port(port, max(deadline - time.monotonic(), 1.0), proc=self.proc)
+
+    def listener_ports(self) -> list[int]:
+        """The fixed ports of the `listeners` setting (port 0 ones are not known here)."""
+        ports = []
+        for entry in self.config.get("listeners", "").split(","):
+            _, sep, address = entry.strip().partition("://")
+            port = address.rpartition(":")[2]
+            if sep and port.isdigit() and int(port):
+                ports.append(int(port))
+        return ports
 
     @property
     def running(self) -> bool:
