@@ -49,8 +49,17 @@ class Bound:
     tls: ssl.SSLContext | None = None
 
 
+def listen(sockets: list[socket.socket]) -> None:
+    """Start taking connections on sockets from ``bind``: once every listener is bound,
+    a client that found one port open finds the others open too."""
+    for sock in sockets:
+        sock.listen(BACKLOG)
+
+
 async def bind(host: str, port: int) -> list[socket.socket]:
-    """Listening sockets for every address ``host`` resolves to, as asyncio binds them."""
+    """Bound sockets for every address ``host`` resolves to, as asyncio binds them; not
+    listening yet (see ``listen``), so that a broker with several listeners opens all of
+    them at once rather than one after another."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(
         host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -67,7 +76,6 @@ async def bind(host: str, port: int) -> list[socket.socket]:
             # told a single port.
             sock.bind((address[0], port, *address[2:]))
             port = sock.getsockname()[1]
-            sock.listen(BACKLOG)
             sock.setblocking(False)
     except OSError:
         for sock in sockets:

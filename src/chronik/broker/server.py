@@ -26,7 +26,7 @@ from chronik.broker.config import BrokerConfig
 from chronik.broker.connection import Connection
 from chronik.broker.descriptors import default_max_connections, raise_nofile_limit
 from chronik.broker.dynamic_configs import DynamicBrokerConfigs
-from chronik.broker.listener import Bound, Listener, bind
+from chronik.broker.listener import Bound, Listener, bind, listen
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
 from chronik.broker.quotas import ClientQuotas
@@ -195,6 +195,7 @@ class Broker:
                 spec.port = sockets[0].getsockname()[1]
                 tls = self.security.tls if spec.tls else None
                 bound.extend(Bound(sock, spec, tls) for sock in sockets)
+            listen([b.sock for b in bound])
         except OSError:
             for b in bound:
                 b.sock.close()

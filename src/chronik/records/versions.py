@@ -305,11 +305,7 @@ def _stamp_records(
             if current is None:
                 current = count(key)
             if has_expected:
-                if (expected is not None and 0 < len(expected) <= _MAX_VERSION_DIGITS
-                        and expected.isdigit()):
-                    wanted: int | None = int(expected)
-                else:
-                    wanted = None
+                wanted = parse_version(expected)
                 if wanted is None:
                     failures.append(
                         (index, f"bad {EXPECTED_HEADER} on key {key_text(key)}: {expected!r} "
