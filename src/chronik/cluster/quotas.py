@@ -23,10 +23,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from chronik.cluster import znodes
+from chronik.cluster.entity_config import update_entity_config
 from chronik.cluster.session import ZkSession
 from chronik.protocol import errors
 from chronik.security.quotas import KEYS, apply, parse_path
@@ -92,30 +93,8 @@ def read_all(client: Any) -> dict[str, dict[str, str]]:
 def write_entity(client: Any, path: str, ops: Mapping[str, str | None]) -> None:
     """Change the quota keys of one entity's config map, keeping its other keys (a user's
     SCRAM credentials), then write Kafka's change notice."""
-    zpath = znodes.entity_config_path(path)
-    for _ in range(ATTEMPTS):
-        try:
-            data, stat = client.get(zpath)
-            config, version = znodes.parse_config(data), stat.version
-        except NoNodeError:
-            config, version = {}, -1
-        after = apply(config, ops)
-        try:
-            if version < 0:
-                client.create(zpath, znodes.config_value(after), makepath=True)
-            else:
-                client.set(zpath, znodes.config_value(after), version)
-            break
-        except (BadVersionError, NodeExistsError):
-            continue
-    else:
+    if not update_entity_config(client, path, lambda config: apply(config, ops), ATTEMPTS):
         raise QuotasChangedMeanwhile(f"the config of {path} kept changing meanwhile; try again")
-    client.create(
-        f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
-        znodes.entity_change_value(path),
-        sequence=True,
-        makepath=True,
-    )
 
 
 class ZkQuotas:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NoNodeError
 
 from chronik.cluster import znodes
+from chronik.cluster.entity_config import update_entity_config
 from chronik.security.scram import MECHANISMS
 
 # How often a read-change-write is tried again when another writer got there first.
@@ -39,14 +40,12 @@ def read_users(client: Any) -> dict[str, dict[str, str]]:
 
 
 def write_users(client: Any, changes: list[tuple[str, str, str | None]]) -> None:
-    """(user, mechanism, credential string or None to remove), each user's znode read,
-    changed and written back at the version read: another writer's change meanwhile
-    makes the write fail, and it is done again on what that wrote. The znode's other
-    keys (the user's client quotas) are kept."""
+    """(user, mechanism, credential string or None to remove), each user's znode changed
+    at the version read (cluster/entity_config.py); the znode's other keys (the user's
+    client quotas) are kept. BadVersionError when other writers kept winning."""
     for user in dict.fromkeys(user for user, _, _ in changes):
-        path = znodes.user_path(user)
-        for attempt in range(ATTEMPTS):
-            config, version = read_user(client, user)
+
+        def change(config: dict[str, str], user: str = user) -> dict[str, str]:
             for name, mechanism, text in changes:
                 if name != user:
                     continue
@@ -54,18 +53,7 @@ def write_users(client: Any, changes: list[tuple[str, str, str | None]]) -> None
                     config.pop(mechanism, None)
                 else:
                     config[mechanism] = text
-            try:
-                if version < 0:
-                    client.create(path, znodes.config_value(config), makepath=True)
-                else:
-                    client.set(path, znodes.config_value(config), version)
-                break
-            except (BadVersionError, NodeExistsError):
-                if attempt == ATTEMPTS - 1:
-                    raise
-        client.create(
-            f"{znodes.CONFIG_CHANGES}/config_change_",
-            znodes.config_change_value(user, "users"),
-            sequence=True,
-            makepath=True,
-        )
+            return config
+
+        if not update_entity_config(client, f"users/{user}", change, ATTEMPTS):
+            raise BadVersionError()
