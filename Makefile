@@ -12,7 +12,8 @@ PYTEST_ARGS ?=
 
 .PHONY: serve cluster test test-fast lint bench bench-quick bank-demo deps clean fuzz
 
-$(STAMP): pyproject.toml
+# setup.py compiles chronik.records.stamping: an edit of it reinstalls.
+$(STAMP): pyproject.toml setup.py src/chronik/records/stamping.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,spark]'

@@ -238,14 +238,14 @@ def test_an_index_ahead_of_the_log_is_cut_back(tmp_path):
 def test_a_failed_index_write_is_caught_up_from_the_log(tmp_path, monkeypatch):
     log = open_log(tmp_path / "t-0", vconfig())
     put(log, [rec(b"a")])
-    real = KeyIndex.record
+    real = KeyIndex.record_batch
 
-    def failing(self, entries, end):
+    def failing(self, rows, base, end, counts):
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(KeyIndex, "record", failing)
+    monkeypatch.setattr(KeyIndex, "record_batch", failing)
     put(log, [rec(b"a")])  # appended; its rows not indexed
-    monkeypatch.setattr(KeyIndex, "record", real)
+    monkeypatch.setattr(KeyIndex, "record_batch", real)
     assert log.key_index.end < log.end_offset
     put(log, [rec(b"a", expected=2)])  # caught up first, so the check sees both
     assert_agrees(log)

@@ -8,19 +8,24 @@
 #                             that many records already, the earlier records of the same
 #                             batch counted (0: the key must not exist yet).
 #
-# Stamping rebuilds the records section: each record keeps its bytes up to the end of its
-# value, then its headers minus any chronik-version, then the broker's chronik-version; the
-# section is recompressed with the batch's codec and the CRC recomputed. Records without a
-# key carry no version (a client's chronik-version header is dropped from them too).
+# Stamping rebuilds the records section (chronik.records.stamping, the per-record loop),
+# recompresses it with the batch's codec and recomputes the CRC. Records without a key
+# carry no version (a client's chronik-version header is dropped from them too).
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import logging
 import struct
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 from crc32c import crc32c
 
 from chronik.records import compression as codecs
+from chronik.records import stamping
 from chronik.records.batch import (
     CORRUPT_MESSAGE,
     CRC_START,
@@ -32,15 +37,14 @@ from chronik.records.batch import (
     read_header,
 )
 from chronik.records.reader import DecodedRecord
-from chronik.records.varint import write_varint
+from chronik.records.stamping import EXPECTED_HEADER, VERSION_HEADER, key_text, parse_version
 
-VERSION_HEADER = "chronik-version"
-EXPECTED_HEADER = "chronik-expected-version"
-_VERSION_KEY = VERSION_HEADER.encode()
-_EXPECTED_KEY = EXPECTED_HEADER.encode()
-# The encoded header key of chronik-version (length varint + bytes), written once per record.
-_VERSION_KEY_FIELD = bytes([len(_VERSION_KEY) << 1]) + _VERSION_KEY
-_MAX_VERSION_DIGITS = 18
+log = logging.getLogger("chronik.records")
+
+__all__ = [
+    "EXPECTED_HEADER", "VERSION_HEADER", "Stamped", "VersionError", "header_version",
+    "key_text", "parse_version", "stamp_versions",
+]
 
 
 class VersionError(InvalidBatch):
@@ -53,26 +57,49 @@ class VersionError(InvalidBatch):
 class Stamped(NamedTuple):
     batch: bytearray
     header: BatchHeader
-    # (key, version, offset delta) of each keyed record, in batch order.
-    versions: list[tuple[bytes, int, int]]
+    # Key, version and offset delta of each keyed record, in batch order, in one flat list.
+    versions: list[bytes | int]
+    # Each key's version count once the batch is appended.
+    counts: dict[bytes, int]
 
 
-def key_text(key: bytes) -> str:
-    """A key as an error message names it: quoted UTF-8 if printable, else hex."""
+def stamping_source() -> ModuleType:
+    """chronik.records.stamping's source run interpreted, whether or not it is compiled."""
+    source = Path(stamping.__file__ or "").with_name("stamping.py")
+    spec = importlib.util.spec_from_file_location("chronik.records._stamping_source", source)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {source}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def is_compiled(module: ModuleType) -> bool:
+    return not (module.__file__ or "").endswith(".py")
+
+
+def _current_stamping() -> ModuleType:
+    """The compiled stamping module, unless it was built from another version of its
+    source (a checkout edited and not reinstalled): then the source, with a warning."""
+    if not is_compiled(stamping):
+        return stamping
+    source = Path(stamping.__file__ or "").with_name("stamping.py")
     try:
-        text = key.decode("utf-8")
-    except UnicodeDecodeError:
-        return "0x" + key.hex()
-    if text.isprintable():
-        return repr(text)
-    return "0x" + key.hex()
+        built = source.with_name(source.name + ".sha256").read_text().strip()
+        current = hashlib.sha256(source.read_bytes()).hexdigest()
+    except OSError:
+        return stamping  # installed without its source or digest: it is what was built
+    if built == current:
+        return stamping
+    log.warning(
+        "chronik.records.stamping was compiled from an older version of %s: running the "
+        "source instead (slower; `make deps` or `pip install -e .` compiles it again)",
+        source,
+    )
+    return stamping_source()
 
 
-def parse_version(value: bytes | None) -> int | None:
-    """A header value as a non-negative decimal, or None if it is not one."""
-    if value is None or not 0 < len(value) <= _MAX_VERSION_DIGITS or not value.isdigit():
-        return None
-    return int(value)
+stamp_records = _current_stamping().stamp_records
 
 
 def header_version(record: DecodedRecord) -> int | None:
@@ -82,48 +109,6 @@ def header_version(record: DecodedRecord) -> int | None:
         if name == VERSION_HEADER:
             found = parse_version(value)
     return found
-
-
-def _zigzag(body: bytes, pos: int) -> tuple[int, int]:
-    """(raw zig-zag value, next position) of a varint of more than one byte."""
-    z = 0
-    shift = 0
-    while True:
-        if shift > 63:
-            raise InvalidBatch(CORRUPT_MESSAGE, "malformed records: malformed varint")
-        b = body[pos]  # IndexError past the end: the caller's CORRUPT_MESSAGE
-        pos += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            return z, pos
-        shift += 7
-
-
-def _length_bytes(n: int) -> bytes:
-    """The varint of a non-negative ``n``."""
-    z = n << 1
-    if z < 0x80:
-        return _ONE_BYTE[z]
-    if z < 0x4000:
-        return bytes(((z & 0x7F) | 0x80, z >> 7))
-    out = bytearray()
-    write_varint(out, n)
-    return bytes(out)
-
-
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
-
-
-def _version_field(version: int) -> bytes:
-    """The encoded chronik-version header (key and value fields) for ``version``."""
-    digits = str(version).encode()
-    return _VERSION_KEY_FIELD + _ONE_BYTE[len(digits) << 1] + digits
-
-
-# The header fields of the versions most records get, made once.
-_VERSION_FIELDS = [_version_field(v) for v in range(1024)]
-_EXPECTED_LEN = len(_EXPECTED_KEY)
-_VERSION_LEN = len(_VERSION_KEY)
 
 
 def stamp_versions(
@@ -147,7 +132,7 @@ def stamp_versions(
     else:
         body = bytes(memoryview(batch)[HEADER_SIZE : header.size])
     try:
-        parts, versions, failures = _stamp_records(body, header.records_count, count)
+        parts, versions, failures, counts = stamp_records(body, header.records_count, count)
     except IndexError:
         raise InvalidBatch(
             CORRUPT_MESSAGE, "malformed records: a field runs past its batch"
@@ -164,196 +149,4 @@ def stamp_versions(
         new = bytearray().join(parts)
     struct.pack_into(">i", new, 8, len(new) - LOG_OVERHEAD)
     struct.pack_into(">I", new, 17, crc32c(memoryview(new)[CRC_START:]))
-    return Stamped(new, read_header(new), versions)
-
-
-def _stamp_records(
-    body: bytes, records_count: int, count: Callable[[bytes], int]
-) -> tuple[list[bytes], list[tuple[bytes, int, int]], list[tuple[int, str]]]:
-    """The stamped records section as slices to join (the first left empty for the
-    caller), the (key, version, offset delta) of keyed records and the failed checks.
-    Varints of one or two bytes (nearly all of them) are decoded inline; IndexError means
-    a field runs past the section."""
-    parts: list[bytes] = [b""]
-    add = parts.append
-    pending: dict[bytes, int] = {}
-    versions: list[tuple[bytes, int, int]] = []
-    failures: list[tuple[int, str]] = []
-    fields = _VERSION_FIELDS
-    one = _ONE_BYTE
-    pos = 0
-    size = len(body)
-    for index in range(records_count):
-        rec_at = pos
-        # record length
-        z = body[pos]
-        if z < 0x80:
-            pos += 1
-        elif body[pos + 1] < 0x80:
-            z = (z & 0x7F) | (body[pos + 1] << 7)
-            pos += 2
-        else:
-            z, pos = _zigzag(body, pos)
-        length = (z >> 1) ^ -(z & 1)
-        end = pos + length
-        if length < 1 or end > size:
-            raise InvalidBatch(CORRUPT_MESSAGE, "malformed records: a record runs past its batch")
-        start = pos
-        field = pos + 1  # attributes
-        # timestamp delta: skipped
-        if body[field] < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            field += 2
-        else:
-            _, field = _zigzag(body, field)
-        # offset delta
-        z = body[field]
-        if z < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            z = (z & 0x7F) | (body[field + 1] << 7)
-            field += 2
-        else:
-            z, field = _zigzag(body, field)
-        offset_delta = (z >> 1) ^ -(z & 1)
-        # key
-        z = body[field]
-        if z < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            z = (z & 0x7F) | (body[field + 1] << 7)
-            field += 2
-        else:
-            z, field = _zigzag(body, field)
-        key_len = (z >> 1) ^ -(z & 1)
-        key_at = field
-        if key_len > 0:
-            field += key_len
-        # value
-        z = body[field]
-        if z < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            z = (z & 0x7F) | (body[field + 1] << 7)
-            field += 2
-        else:
-            z, field = _zigzag(body, field)
-        value_len = (z >> 1) ^ -(z & 1)
-        if value_len > 0:
-            field += value_len
-        if field > end:
-            raise InvalidBatch(CORRUPT_MESSAGE, "malformed records: a field runs past its record")
-        fixed_end = field
-        z = body[field]
-        if z < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            z = (z & 0x7F) | (body[field + 1] << 7)
-            field += 2
-        else:
-            z, field = _zigzag(body, field)
-        count_headers = (z >> 1) ^ -(z & 1)
-        if count_headers < 0:
-            raise InvalidBatch(CORRUPT_MESSAGE, "malformed records: negative header count")
-        headers_at = field
-        dropped: list[tuple[int, int]] | None = None
-        expected: bytes | None = None
-        has_expected = False
-        for _ in range(count_headers):
-            h_start = field
-            z = body[field]
-            if z < 0x80:
-                field += 1
-            elif body[field + 1] < 0x80:
-                z = (z & 0x7F) | (body[field + 1] << 7)
-                field += 2
-            else:
-                z, field = _zigzag(body, field)
-            name_len = (z >> 1) ^ -(z & 1)
-            name_at = field
-            if name_len > 0:
-                field += name_len
-            z = body[field]
-            if z < 0x80:
-                field += 1
-            elif body[field + 1] < 0x80:
-                z = (z & 0x7F) | (body[field + 1] << 7)
-                field += 2
-            else:
-                z, field = _zigzag(body, field)
-            value_len = (z >> 1) ^ -(z & 1)
-            value_at = field
-            if value_len > 0:
-                field += value_len
-            if field > end:
-                raise InvalidBatch(
-                    CORRUPT_MESSAGE, "malformed records: a field runs past its record"
-                )
-            if name_len == _VERSION_LEN and body.startswith(_VERSION_KEY, name_at):
-                if dropped is None:
-                    dropped = []
-                dropped.append((h_start, field))  # never trusted from a client
-            elif name_len == _EXPECTED_LEN and body.startswith(_EXPECTED_KEY, name_at):
-                has_expected = True
-                expected = body[value_at : value_at + value_len] if value_len >= 0 else None
-        if field != end:
-            raise InvalidBatch(CORRUPT_MESSAGE, "malformed records: record length mismatch")
-        if key_len >= 0:
-            key = body[key_at : key_at + key_len]
-            current = pending.get(key)
-            if current is None:
-                current = count(key)
-            if has_expected:
-                wanted = parse_version(expected)
-                if wanted is None:
-                    failures.append(
-                        (index, f"bad {EXPECTED_HEADER} on key {key_text(key)}: {expected!r} "
-                         "is not a non-negative integer")
-                    )
-                elif wanted != current:
-                    failures.append(
-                        (index, f"version conflict on key {key_text(key)}: "
-                         f"expected {wanted}, actual {current}")
-                    )
-            pending[key] = current + 1
-            versions.append((key, current, offset_delta))
-            vfield = fields[current] if current < 1024 else _version_field(current)
-            if dropped is None:
-                # The common record: its bytes up to the header count, the count plus one,
-                # its headers as they are, the version.
-                n = count_headers + 1
-                count_bytes = one[n << 1] if n < 64 else _length_bytes(n)
-                z = (fixed_end - start + len(count_bytes) + end - headers_at + len(vfield)) << 1
-                if z < 0x4000:
-                    add(one[z] if z < 0x80 else bytes(((z & 0x7F) | 0x80, z >> 7)))
-                else:
-                    add(_length_bytes(z >> 1))
-                add(body[start:fixed_end])
-                add(count_bytes)
-                add(body[headers_at:end])
-                add(vfield)
-                pos = end
-                continue
-        else:
-            if has_expected:
-                failures.append((index, f"{EXPECTED_HEADER} on a record without a key"))
-            if dropped is None:
-                add(body[rec_at:end])
-                pos = end
-                continue
-            vfield = b""
-        # Headers to drop: the fixed part, the kept headers, the version if keyed.
-        kept = count_headers - len(dropped)
-        rec = [body[start:fixed_end], _length_bytes(kept + (len(vfield) > 0))]
-        at = headers_at
-        for d_start, d_end in dropped:
-            rec.append(body[at:d_start])
-            at = d_end
-        rec.append(body[at:end])
-        rec.append(vfield)
-        out = b"".join(rec)
-        add(_length_bytes(len(out)))
-        add(out)
-        pos = end
-    return parts, versions, failures
+    return Stamped(new, read_header(new), versions, counts)

@@ -46,10 +46,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 log = logging.getLogger("chronik.storage")
@@ -67,7 +68,21 @@ CREATE TABLE IF NOT EXISTS events(
     PRIMARY KEY (key, version)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_offset ON events(offset);
 """
-_COUNT = "SELECT max(version) FROM events WHERE key = ?"
+_COUNT = "SELECT version FROM events WHERE key = ? ORDER BY version DESC LIMIT 1"
+# Rows go in INSERT statements of up to _ROWS_PER_INSERT rows each, bound to one flat list
+# (base offset, then key, version, offset delta of each row): far less work per row than
+# one statement per row. Plain INSERT is the fast path; a (key, version) already indexed
+# (a log holding one version twice, which a rebuild can meet) retries the transaction
+# with INSERT OR REPLACE, the newer row winning.
+_ROWS_PER_INSERT = 100
+
+
+@functools.lru_cache(maxsize=2 * _ROWS_PER_INSERT)
+def _insert_sql(rows: int, replace: bool) -> str:
+    values = ",".join(f"(?{3 * i + 2},?{3 * i + 3},?1+?{3 * i + 4})" for i in range(rows))
+    return f"INSERT{' OR REPLACE' if replace else ''} INTO events VALUES {values}"
+
+
 _SET_META = "INSERT OR REPLACE INTO meta(name, value) VALUES (?, ?)"
 
 
@@ -117,8 +132,13 @@ class KeyIndex:
         if hot is not None:
             self._hot.move_to_end(key)
             return hot
-        row = self._db.execute(_COUNT, (key,)).fetchone()
-        found = row[0] + 1 if row[0] is not None else 0
+        db = self._db
+        if not db.in_transaction:
+            # Lookups of one batch share a read transaction (one WAL snapshot instead of
+            # one per lookup); the batch's rows are written in it, or release() ends it.
+            db.execute("BEGIN")
+        row = db.execute(_COUNT, (key,)).fetchone()
+        found = row[0] + 1 if row is not None else 0
         self._remember(key, found)
         return found
 
@@ -152,14 +172,24 @@ class KeyIndex:
 
     # -- updates ----------------------------------------------------------------------------
     def record(self, entries: Iterable[tuple[bytes, int, int]], end: int) -> None:
-        """Index records of one append: (key, version, offset) each; the log now ends at
-        ``end``. One transaction; raises sqlite3.Error (nothing changed) if it fails."""
-        rows = list(entries)
+        """Index records: (key, version, offset) each; the log now ends at ``end``. One
+        transaction; raises sqlite3.Error (nothing changed) if it fails."""
+        rows: list[bytes | int] = []
         counts: dict[bytes, int] = {}
-        for key, version, _ in rows:
+        for key, version, offset in entries:
+            rows += (key, version, offset)
             if version + 1 > counts.get(key, 0):
                 counts[key] = version + 1
-        self._commit(rows, {"end": end})
+        self.record_batch(rows, 0, end, counts)
+
+    def record_batch(
+        self, rows: list[bytes | int], base: int, end: int, counts: dict[bytes, int]
+    ) -> None:
+        """Index the records of one appended batch: ``rows`` flat, key, version and offset
+        delta from ``base`` of each (as chronik.records.versions stamps them); ``counts``
+        each key's version count after them; the log now ends at ``end``. One transaction;
+        raises sqlite3.Error (nothing changed) if it fails."""
+        self._commit(rows, {"end": end}, base)
         hot = self._hot
         for key, n in counts.items():
             if key in hot and n > hot[key]:
@@ -169,28 +199,54 @@ class KeyIndex:
         """Batches up to ``end`` held nothing to index; saved with the next commit."""
         self._end = max(self._end, end)
 
-    def _commit(
-        self,
-        rows: list[tuple[bytes, int, int]],
-        meta: dict[str, int],
-    ) -> None:
-        db = self._db
-        db.execute("BEGIN")
+    def _commit(self, rows: list[bytes | int], meta: dict[str, int], base: int = 0) -> None:
         try:
-            if rows:
-                db.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?)", rows)
-            db.executemany(_SET_META, list(meta.items()))
-            db.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise
+            with self._transaction():
+                self._insert(rows, base, replace=False)
+                self._db.executemany(_SET_META, list(meta.items()))
+        except sqlite3.IntegrityError:
+            with self._transaction():
+                self._insert(rows, base, replace=True)
+                self._db.executemany(_SET_META, list(meta.items()))
         if "end" in meta:
             self._end = meta["end"]
         if "pruned" in meta:
             self._pruned = meta["pruned"]
         if "maintained" in meta:
             self.maintained = bool(meta["maintained"])
+
+    def _insert(self, rows: list[bytes | int], base: int, replace: bool) -> None:
+        db = self._db
+        step = 3 * _ROWS_PER_INSERT
+        whole = len(rows) - len(rows) % step
+        if whole:
+            db.executemany(
+                _insert_sql(_ROWS_PER_INSERT, replace),
+                [[base, *rows[at : at + step]] for at in range(0, whole, step)],
+            )
+        if whole < len(rows):
+            db.execute(_insert_sql((len(rows) - whole) // 3, replace), [base, *rows[whole:]])
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction, joining the read transaction a version lookup opened."""
+        db = self._db
+        if not db.in_transaction:
+            db.execute("BEGIN")
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+
+    def release(self) -> None:
+        """End the read transaction version lookups opened, if no write followed them (a
+        refused batch)."""
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
 
     def _remember(self, key: bytes, count: int) -> None:
         self._hot[key] = count
@@ -214,18 +270,12 @@ class KeyIndex:
             ).fetchone()
             if row is None and lowest > 0:
                 placeholders.append((key, lowest - 1, -1))
-        db.execute("BEGIN")
-        try:
+        with self._transaction():
             db.execute("DELETE FROM events WHERE offset >= ?", (end,))
             db.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?)", placeholders)
             db.executemany(
                 _SET_META, [("end", end), ("pruned", min(self._pruned, end))]
             )
-            db.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise
         self._end = end
         self._pruned = min(self._pruned, end)
         self._hot.clear()
@@ -235,8 +285,7 @@ class KeyIndex:
         but each key's greatest, so counts stay."""
         self.start = max(self.start, start)
         db = self._db
-        db.execute("BEGIN")
-        try:
+        with self._transaction():
             db.execute(
                 "DELETE FROM events WHERE offset < ? AND version < ("
                 "  SELECT max(e.version) FROM events e WHERE e.key = events.key)",
@@ -244,11 +293,6 @@ class KeyIndex:
             )
             if start > self._end:
                 db.execute(_SET_META, ("end", start))
-            db.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise
         self._end = max(self._end, start)
 
     def prune_compacted(self, through: int) -> None:
@@ -258,8 +302,7 @@ class KeyIndex:
         if through <= self._pruned:
             return
         db = self._db
-        db.execute("BEGIN")
-        try:
+        with self._transaction():
             db.execute(
                 "DELETE FROM events WHERE key IN ("
                 "  SELECT DISTINCT key FROM events WHERE offset >= ? AND offset < ?)"
@@ -268,11 +311,6 @@ class KeyIndex:
                 (self._pruned, through, through, through),
             )
             db.execute(_SET_META, ("pruned", through))
-            db.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise
         self._pruned = through
 
     def set_maintained(self, maintained: bool) -> None:

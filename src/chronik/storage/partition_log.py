@@ -78,7 +78,7 @@ from chronik.records.batch import (
 )
 from chronik.records.control import InvalidMarker, build_marker, read_marker
 from chronik.records.reader import CorruptRecords, iter_records
-from chronik.records.versions import header_version, stamp_versions
+from chronik.records.versions import Stamped, header_version, stamp_versions
 from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
 from chronik.storage.diskio import fsync_dir
@@ -104,9 +104,9 @@ _EPOCH_AT = 12  # partitionLeaderEpoch in the batch header
 
 
 # Prepares a client batch for the log after the duplicate check: the batch and header to
-# write, and (key, version, offset delta) of each record to put in the key index.
-Versions = list[tuple[bytes, int, int]]
-Prepare = Callable[[bytearray, BatchHeader], tuple[bytearray, BatchHeader, Versions]]
+# write, (key, version, offset delta) of each record to put in the key index and each
+# key's version count after it.
+Prepare = Callable[[bytearray, BatchHeader], Stamped]
 _INDEX_CHUNK = 10_000  # rows per index transaction when indexing a log tail
 
 
@@ -466,28 +466,30 @@ class PartitionLog:
                 return AppendResult(
                     duplicate.first_offset, duplicate.last_offset, -1, self._start_offset, True
                 )
-        versions = None
+        stamped = None
         if self._versioning or prepare is not None:
             if prepare is None:
                 prepare = self._stamp_versions
-            batch, header, versions = prepare(batch, header)
+            stamped = prepare(batch, header)
+            batch, header = stamped.batch, stamped.header
         result = self._append(batch, header, now_ms)
         if header.producer_id >= 0:
             self.producer_state.update(header, result.base_offset, now_ms)
-        if versions is not None and self.key_index is not None:
-            base = result.base_offset
-            self._index_append([(key, v, base + delta) for key, v, delta in versions])
+        if stamped is not None and self.key_index is not None:
+            self._index_append(stamped, result.base_offset)
         return result
 
     # -- key versions (key.versioning.enable) -----------------------------------------------
-    def _stamp_versions(
-        self, batch: bytearray, header: BatchHeader
-    ) -> tuple[bytearray, BatchHeader, list[tuple[bytes, int, int]]]:
+    def _stamp_versions(self, batch: bytearray, header: BatchHeader) -> Stamped:
         """The default prepare of an opted-in log: check expected versions and stamp each
         keyed record's version (chronik.records.versions), from an index that agrees with
         the log. Nothing awaits between this and the append: the check is atomic."""
         index = self._key_index_ready()
-        return stamp_versions(batch, header, index.version_count)
+        try:
+            return stamp_versions(batch, header, index.version_count)
+        except BaseException:
+            index.release()
+            raise
 
     def _key_index_ready(self) -> KeyIndex:
         """The key index, brought up to the log end first if a write of it failed; raises
@@ -599,16 +601,16 @@ class PartitionLog:
                 pending.clear()
         index.record(rows, self._end_offset)
 
-    def _index_append(self, rows: list[tuple[bytes, int, int]]) -> None:
+    def _index_append(self, stamped: Stamped, base: int) -> None:
         """Index an appended batch. A failure is logged: the index stays behind the log,
         and the next append brings it up from the log first."""
         index = self.key_index
         assert index is not None
-        if not rows:
+        if not stamped.versions:
             index.advance(self._end_offset)
             return
         try:
-            index.record(rows, self._end_offset)
+            index.record_batch(stamped.versions, base, self._end_offset, stamped.counts)
         except sqlite3.Error as exc:
             self._key_index_error("write failed", exc)
 

@@ -1,0 +1,39 @@
+# Builds chronik with its one compiled module: chronik.records.stamping, the per-record
+# loop of versioned produce, compiled by mypyc (from mypy, a build requirement in
+# pyproject.toml). Everything else is plain Python. Where mypyc or a C compiler is
+# missing, or CHRONIK_PURE_PYTHON is set, the package installs without it and the module
+# runs interpreted (slower, same behaviour).
+#
+# Next to the source it writes stamping.py.sha256, the digest of the source compiled, so
+# chronik.records.versions can tell a compiled module older than its source (an edited
+# checkout not yet rebuilt) and run the source instead.
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from setuptools import setup
+
+COMPILED = "src/chronik/records/stamping.py"
+
+
+def ext_modules() -> list:
+    if os.environ.get("CHRONIK_PURE_PYTHON"):
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        return []
+    source = Path(__file__).parent / COMPILED
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    source.with_name(source.name + ".sha256").write_text(digest + "\n")
+    modules = mypycify(
+        ["--ignore-missing-imports", "--follow-imports=silent", COMPILED], opt_level="3"
+    )
+    for module in modules:
+        module.optional = True  # no compiler: install the interpreted module
+    return modules
+
+
+setup(ext_modules=ext_modules())
