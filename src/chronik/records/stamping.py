@@ -45,6 +45,15 @@ def parse_version(value: bytes | None) -> int | None:
     return int(value)
 
 
+def _varint(body: bytes, pos: int) -> tuple[int, int]:
+    """(value, next position) of the zig-zag varint at ``pos``; IndexError past the end."""
+    z = body[pos]
+    if z < 0x80:
+        return (z >> 1) ^ -(z & 1), pos + 1
+    z, pos = _zigzag(body, pos)
+    return (z >> 1) ^ -(z & 1), pos
+
+
 def _zigzag(body: bytes, pos: int) -> tuple[int, int]:
     """(raw zig-zag value, next position) of a varint of more than one byte."""
     z = 0
@@ -97,9 +106,7 @@ def stamp_records(
     """The stamped records section as slices to join (the first left empty for the
     caller), key, version and offset delta of each keyed record one after another in one
     flat list (as the key index inserts them), the failed checks and each key's version
-    count after the batch.
-    Varints of one or two bytes (nearly all of them) are decoded inline; IndexError means
-    a field runs past the section."""
+    count after the batch. IndexError means a field runs past the section."""
     parts: list[bytes] = [b""]
     add = parts.append
     pending: dict[bytes, int] = {}
@@ -112,75 +119,28 @@ def stamp_records(
     size = len(body)
     for index in range(records_count):
         rec_at = pos
-        # record length
-        z = body[pos]
-        if z < 0x80:
-            pos += 1
-        elif body[pos + 1] < 0x80:
-            z = (z & 0x7F) | (body[pos + 1] << 7)
-            pos += 2
-        else:
-            z, pos = _zigzag(body, pos)
-        length = (z >> 1) ^ -(z & 1)
+        length, pos = _varint(body, pos)
         end = pos + length
         if length < 1 or end > size:
             raise InvalidBatch(CORRUPT_MESSAGE, "malformed records: a record runs past its batch")
         start = pos
         field = pos + 1  # attributes
-        # timestamp delta: skipped
-        if body[field] < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            field += 2
-        else:
-            _, field = _zigzag(body, field)
+        _, field = _varint(body, field)  # timestamp delta
         # offset delta
-        z = body[field]
-        if z < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            z = (z & 0x7F) | (body[field + 1] << 7)
-            field += 2
-        else:
-            z, field = _zigzag(body, field)
-        offset_delta = (z >> 1) ^ -(z & 1)
+        offset_delta, field = _varint(body, field)
         # key
-        z = body[field]
-        if z < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            z = (z & 0x7F) | (body[field + 1] << 7)
-            field += 2
-        else:
-            z, field = _zigzag(body, field)
-        key_len = (z >> 1) ^ -(z & 1)
+        key_len, field = _varint(body, field)
         key_at = field
         if key_len > 0:
             field += key_len
         # value
-        z = body[field]
-        if z < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            z = (z & 0x7F) | (body[field + 1] << 7)
-            field += 2
-        else:
-            z, field = _zigzag(body, field)
-        value_len = (z >> 1) ^ -(z & 1)
+        value_len, field = _varint(body, field)
         if value_len > 0:
             field += value_len
         if field > end:
             raise InvalidBatch(CORRUPT_MESSAGE, "malformed records: a field runs past its record")
         fixed_end = field
-        z = body[field]
-        if z < 0x80:
-            field += 1
-        elif body[field + 1] < 0x80:
-            z = (z & 0x7F) | (body[field + 1] << 7)
-            field += 2
-        else:
-            z, field = _zigzag(body, field)
-        count_headers = (z >> 1) ^ -(z & 1)
+        count_headers, field = _varint(body, field)
         if count_headers < 0:
             raise InvalidBatch(CORRUPT_MESSAGE, "malformed records: negative header count")
         headers_at = field
@@ -189,27 +149,11 @@ def stamp_records(
         has_expected = False
         for _ in range(count_headers):
             h_start = field
-            z = body[field]
-            if z < 0x80:
-                field += 1
-            elif body[field + 1] < 0x80:
-                z = (z & 0x7F) | (body[field + 1] << 7)
-                field += 2
-            else:
-                z, field = _zigzag(body, field)
-            name_len = (z >> 1) ^ -(z & 1)
+            name_len, field = _varint(body, field)
             name_at = field
             if name_len > 0:
                 field += name_len
-            z = body[field]
-            if z < 0x80:
-                field += 1
-            elif body[field + 1] < 0x80:
-                z = (z & 0x7F) | (body[field + 1] << 7)
-                field += 2
-            else:
-                z, field = _zigzag(body, field)
-            value_len = (z >> 1) ^ -(z & 1)
+            value_len, field = _varint(body, field)
             value_at = field
             if value_len > 0:
                 field += value_len
