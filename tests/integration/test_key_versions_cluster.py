@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from chronik.records.partitioner import partition_for_key
 from chronik.records.reader import iter_records
@@ -33,7 +34,7 @@ from conftest import free_port
 from .cluster_support import Cluster, wait_until
 from .helpers import topic_name
 from .replica_check import replica_batches
-from .replication_support import REPLICATION_CONFIG, create_replicated_topic, leader
+from .replication_support import REPLICATION_CONFIG, create_replicated_topic, isr, leader
 
 PARTITIONS = 3
 INVALID_RECORD = 87
@@ -337,3 +338,47 @@ def test_http_api_without_a_leader_answers_503_not_421(cluster: Cluster):
         "the partition's leader back", 30,
     )
     assert body["version_count"] == 0
+
+
+def test_a_follower_that_starts_over_takes_the_counts_of_deleted_keys(cluster: Cluster):
+    """A follower away while a key's every record was written and deleted (DeleteRecords)
+    finds its log ending below its leader's log start: it starts over there, and copies
+    the leader's counts of keys whose records all lay below (chronik's KeyCounts request)
+    before fetching on. Then, leading, it numbers that key on from where it was, not
+    from 0."""
+    name = topic_name("kvc2")
+    create_replicated_topic(cluster, name, 1, rf=2, **{
+        "key.versioning.enable": "true", "min.insync.replicas": "1",
+    })
+    lead = leader(cluster, name, 0)
+    (follower,) = (i for i in cluster.assignment(name)[0] if i != lead)
+    appender = Appender(cluster.bootstrap)
+    cluster.stop(follower)
+    wait_until(lambda: follower not in isr(cluster, name, 0), f"broker {follower} out of the ISR")
+    for version in range(3):
+        err, _, _ = appender.append(name, b"gone", version, b"g%d" % version)
+        assert err is None, err
+    err, _, cut = appender.append(name, b"kept", 0, b"k")
+    assert err is None and cut == 3, (err, cut)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    point = TopicPartition(name, 0, cut)
+    admin.delete_records([point])[point].result(30)
+
+    cluster.start(follower)
+    wait_until(lambda: sorted(isr(cluster, name, 0)) == sorted([lead, follower]),
+               f"broker {follower} back in the ISR", 60)
+    assert "copied 1 key version counts below offset 3" in cluster.log_text(follower)
+    end, counts, rows = index_of(cluster.partition_dir(follower, name, 0))
+    assert counts == {b"gone": 3, b"kept": 1} and rows == [(b"kept", 0, 3)], (counts, rows)
+
+    cluster.kill(lead)
+    try:
+        wait_until(lambda: leader(cluster, name, 0) == follower, f"broker {follower} leading")
+        err, _, _ = appender.append(name, b"gone", 0, b"again")
+        assert err is not None and err.code() == INVALID_RECORD, err
+        err, _, offset = appender.append(name, b"gone", 3, b"g3")
+        assert err is None and offset == 4, (err, offset)
+    finally:
+        cluster.start(lead)
+    wait_until(lambda: sorted(isr(cluster, name, 0)) == sorted([lead, follower]),
+               f"broker {lead} back in the ISR", 60)

@@ -331,6 +331,89 @@ def test_a_follower_indexes_the_leaders_versions(tmp_path):
     assert_agrees(follower)
 
 
+def test_a_follower_starting_over_copies_counts_of_deleted_keys_from_its_leader(tmp_path):
+    leader = open_log(tmp_path / "l" / "t-0", vconfig(segment_bytes=300))
+    follower = open_log(tmp_path / "f" / "t-0", vconfig(segment_bytes=300))
+    put(leader, [rec(b"early", expected=0)])
+    follower.append_replicated(leader.read(0, 10_000), NOW)  # the follower saw "early"
+    for i in range(30):  # then was away while these came and went
+        put(leader, [rec(b"gone-%d" % (i % 15)), rec(b"")])
+    put(leader, [rec(b"kept"), rec(b"early")])
+    start = leader.end_offset - 2
+    leader.delete_records(start)
+    assert leader.key_index.version_count(b"gone-3") == 2
+
+    follower.start_over_at_leader_start(start)  # its log ended below the leader's start
+    assert follower.key_floor == start
+    assert follower.key_index.version_count(b"gone-3") == 0
+    follower.close()  # a restart in the middle keeps the copy still to do
+    follower = open_log(tmp_path / "f" / "t-0", vconfig(segment_bytes=300))
+    assert follower.key_floor == start
+
+    after, copied = None, []
+    while True:  # as cluster.replica_fetcher pages through KeyCounts, 3 keys a page
+        counts = leader.key_counts_below(start, after, 4)
+        page, more = counts[:3], len(counts) > 3
+        follower.raise_key_counts(page, done=not more)
+        copied.append(page)
+        if not more:
+            break
+        after = page[-1][0]
+    # 15 "gone-" keys and b"" (the empty key is a key too); "early" has a record above.
+    assert len(copied) == 6 and copied[0][0] == (b"", 30)
+    assert sorted(k for page in copied for k, _ in page) == [b""] + sorted(
+        b"gone-%d" % i for i in range(15))
+    assert follower.key_floor == 0
+    while follower.end_offset < leader.end_offset:
+        follower.append_replicated(leader.read(follower.end_offset, 10_000), NOW)
+    assert follower.key_index.counts() == leader.key_index.counts()
+    # Once it leads, a deleted key goes on at its next number.
+    with pytest.raises(VersionError):
+        put(follower, [rec(b"gone-3", expected=0)])
+    put(follower, [rec(b"gone-3", expected=2), rec(b"early", expected=2)])
+    follower.close()
+    follower = open_log(tmp_path / "f" / "t-0", vconfig(segment_bytes=300))
+    assert follower.key_index.version_count(b"gone-3") == 3
+    assert follower.key_floor == 0
+
+
+def test_a_torn_tail_below_the_saved_log_start_starts_the_log_there(tmp_path):
+    """Found by VersionsMachine: DeleteRecords inside the last batch, then a crash that
+    tore that batch. The log used to start again at 0, handing out offset 0 twice and
+    numbering key a from 0 again."""
+    log = open_log(tmp_path / "t-0", vconfig())
+    put(log, [rec(b"a"), rec(b"a")])
+    log.delete_records(1)
+    active = tmp_path / "t-0" / f"{log.active.base_offset:020d}.log"
+    for seg in log.segments:
+        seg.close()
+    log.key_index.close()
+    with open(active, "r+b") as f:
+        f.truncate(active.stat().st_size - 1)
+    log = open_log(tmp_path / "t-0", vconfig())
+    assert (log.start_offset, log.end_offset) == (1, 1)
+    assert log.key_index.version_count(b"a") == 1  # version 0 went with offset 0
+    assert put(log, [rec(b"a", expected=1)]).base_offset == 1
+    log.close()
+
+
+def test_truncation_inside_a_batch_straddling_the_log_start_keeps_the_start(tmp_path):
+    """Found by VersionsMachine: a cut at offset 1 removes the batch 0-1 whole; the log
+    used to end, and start, at 0 again."""
+    log = open_log(tmp_path / "t-0", vconfig())
+    put(log, [rec(b"a"), rec(b"a")])
+    log.delete_records(1)
+    log.truncate_to(1)
+    assert (log.start_offset, log.end_offset) == (1, 1)
+    assert log.key_index.version_count(b"a") == 1
+    assert put(log, [rec(b"a", expected=1)]).base_offset == 1
+    log.close()
+    log = open_log(tmp_path / "t-0", vconfig())
+    assert (log.start_offset, log.end_offset) == (1, 2)
+    assert_agrees(log, {b"a": 2})
+    log.close()
+
+
 def test_memory_holds_a_bounded_number_of_keys(tmp_path):
     log = open_log(tmp_path / "t-0", vconfig())
     log.key_index._hot_max = 50

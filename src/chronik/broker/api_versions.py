@@ -18,7 +18,11 @@ UNSUPPORTED_VERSION = 35
 def _ranges() -> list[tuple[int, int, int]]:
     from chronik.broker.apis import HANDLERS
 
-    return sorted((key, m.VERSIONS[0], m.VERSIONS[1]) for key, m in HANDLERS.items())
+    return sorted(
+        (key, m.VERSIONS[0], m.VERSIONS[1])
+        for key, m in HANDLERS.items()
+        if getattr(m, "ADVERTISED", True)
+    )
 
 
 def unsupported_version_body(broker: Broker) -> bytes:

@@ -57,6 +57,8 @@ MODULES = (
     "delete_acls",
     "describe_client_quotas",
     "alter_client_quotas",
+    # chronik's own inter-broker request (not a Kafka API)
+    "key_counts",
 )
 
 

@@ -357,19 +357,28 @@ class Connection:
                 high,
             )
             return None
-        request_cls = compat.request_class(api_key, api_version)
-        flexible = request_cls.__flexible__
-        header = parse_header(data, flexible)
-        # kio sizes arrays from the wire before reading them: a lying length must be
-        # refused here, where it costs a log line, not in kio, where it aborts the process.
-        try:
-            guard.check(request_cls, data, header.body_offset)
-        except MalformedRequest as exc:
-            raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
-        try:
-            request, _ = compat.decode(request_cls, data, header.body_offset)
-        except Exception as exc:
-            raise MalformedRequest(f"cannot decode API {api_key} v{api_version}: {exc}") from exc
+        if getattr(handler, "RAW", False):
+            # chronik's own APIs (not Kafka's): the handler reads the body's bytes itself.
+            flexible = False
+            header = parse_header(data, flexible)
+            request: Any = data[header.body_offset :]
+        else:
+            request_cls = compat.request_class(api_key, api_version)
+            flexible = request_cls.__flexible__
+            header = parse_header(data, flexible)
+            # kio sizes arrays from the wire before reading them: a lying length must be
+            # refused here, where it costs a log line, not in kio, where it aborts the
+            # process.
+            try:
+                guard.check(request_cls, data, header.body_offset)
+            except MalformedRequest as exc:
+                raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
+            try:
+                request, _ = compat.decode(request_cls, data, header.body_offset)
+            except Exception as exc:
+                raise MalformedRequest(
+                    f"cannot decode API {api_key} v{api_version}: {exc}"
+                ) from exc
         ctx = RequestContext(
             broker=self.broker,
             api_key=api_key,

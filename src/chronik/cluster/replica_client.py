@@ -158,29 +158,35 @@ class BrokerClient:
     async def request(self, entity: Any, timeout: float, raw: bool = False) -> Any:
         """Send one request and return its decoded response (with ``raw``, the
         response body's bytes after its header)."""
+        flexible = bool(entity.__flexible__)
+        body = await self.request_bytes(
+            entity.__api_key__, entity.__version__, encode(entity), timeout, flexible
+        )
+        if raw:
+            return body
+        cls = load_response_schema(entity.__api_key__, entity.__version__)
+        response, _ = decode(cls, body, 0)
+        return response
+
+    async def request_bytes(
+        self, api_key: int, version: int, body: bytes, timeout: float, flexible: bool = False
+    ) -> bytes:
+        """Send one request of ``body`` bytes; its response body's bytes (chronik's own
+        APIs, which kio has no schema for, and the raw Fetch)."""
         async with self._lock:
             if self._writer is None:
                 await self._connect()
             assert self._reader is not None and self._writer is not None
-            flexible = bool(entity.__flexible__)
             try:
                 frame = await asyncio.wait_for(
-                    self._exchange(
-                        entity.__api_key__, entity.__version__, flexible, encode(entity)
-                    ),
-                    timeout,
+                    self._exchange(api_key, version, flexible, body), timeout
                 )
             except (OSError, TimeoutError, asyncio.IncompleteReadError, BrokerUnreachable) as exc:
                 self.close()
                 raise BrokerUnreachable(
                     f"{self.host}:{self.port}: {type(exc).__name__} {exc}".rstrip()
                 ) from None
-            offset = 5 if flexible else 4
-            if raw:
-                return frame[offset:]
-            cls = load_response_schema(entity.__api_key__, entity.__version__)
-            response, _ = decode(cls, frame, offset)
-            return response
+            return frame[5 if flexible else 4 :]
 
     async def _read_frame(self) -> bytes:
         assert self._reader is not None

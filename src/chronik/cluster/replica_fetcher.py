@@ -7,6 +7,12 @@ Before the first fetch of a partition under a new leader epoch the follower asks
 leader, with OffsetForLeaderEpoch (KIP-101/279), where its own latest epoch ends on the
 leader and truncates anything after that: a tail the old leader wrote but never
 replicated is dropped, so every replica holds the same records at the same offsets.
+
+A follower that started over at its leader's log start on a topic with
+key.versioning.enable copies, before fetching that partition again, the version counts
+of keys whose records all lay below that offset (chronik's own KeyCounts request,
+chronik.broker.key_counts): no fetched record carries them, and this replica may lead
+next.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from chronik.broker import key_counts
 from chronik.cluster.replica_client import (
     AuthenticationRefused,
     BrokerClient,
@@ -78,10 +85,12 @@ class ReplicaFetcher:
                 await self.manager.wait_changed(self.backoff or 0.1)
                 continue
             try:
+                for replica in [r for r in replicas if r.log.key_floor]:
+                    await self._copy_key_counts(client, replica)
                 truncating = [r for r in replicas if r.needs_truncation]
                 if truncating:
                     await self._truncate(client, truncating)
-                ready = [r for r in replicas if not r.needs_truncation]
+                ready = [r for r in replicas if not r.needs_truncation and not r.log.key_floor]
                 if ready:
                     await self._fetch(client, ready)
                 if self._failing:
@@ -116,6 +125,39 @@ class ReplicaFetcher:
             )
             self._client = client
         return client
+
+    # -- key version counts below a start over (chronik.broker.key_counts) -----------------
+
+    async def _copy_key_counts(self, client: BrokerClient, replica: Replica) -> None:
+        plog = replica.log
+        below = plog.key_floor
+        after: bytes | None = None
+        copied = 0
+        while True:
+            request = key_counts.Request(
+                replica.topic, replica.partition, below, after, key_counts.MAX_KEYS
+            )
+            body = await client.request_bytes(
+                key_counts.API_KEY, 0, key_counts.encode_request(request), timeout=30
+            )
+            try:
+                code, counts, more = key_counts.decode_response(body)
+            except ValueError as exc:
+                raise BrokerUnreachable(f"broker {self.leader_id}: KeyCounts: {exc}") from None
+            if replica.role != "follower" or plog.closed or plog.key_floor != below:
+                return  # led, deleted or started over again meanwhile: asked anew if need be
+            if code != errors.NONE:
+                log.info("%s: key counts below %d from broker %d: error %d", replica.name,
+                         below, self.leader_id, code)
+                self.manager.pause(replica)
+                return
+            plog.raise_key_counts(counts, done=not more)
+            copied += len(counts)
+            if not more:
+                log.info("%s: copied %d key version counts below offset %d from broker %d",
+                         replica.name, copied, below, self.leader_id)
+                return
+            after = counts[-1][0]
 
     # -- truncation (KIP-101/279) ------------------------------------------------------------
 

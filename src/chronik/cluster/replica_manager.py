@@ -281,7 +281,7 @@ class ReplicaManager:
             if 0 <= plog.end_offset < leader_start:
                 log.info("%s: the leader starts at %d, after this log's end %d: starting over "
                          "there", replica.name, leader_start, plog.end_offset)
-                plog.truncate_fully_and_start_at(leader_start)
+                plog.start_over_at_leader_start(leader_start)
             else:
                 replica.needs_truncation = True
             return

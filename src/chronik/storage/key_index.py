@@ -10,6 +10,9 @@
 #       pruned     rows below it hold, per key, only what compaction kept
 #       maintained 1 while the topic opts in; 0 once it opted out (the file is kept but no
 #                  longer follows the log, so opting in again rebuilds it)
+#       floor      0, or the offset a follower's log started over at (its leader had
+#                  deleted what it lacked): the counts of keys whose records all lay below
+#                  it are still to be copied from the leader (placeholder rows, below)
 #   events(key BLOB, version INTEGER, offset INTEGER, PRIMARY KEY (key, version))
 #       WITHOUT ROWID, plus an index on offset
 #
@@ -105,6 +108,7 @@ class KeyIndex:
         self._pruned = int(meta.get("pruned", 0))
         self.maintained = bool(meta.get("maintained", 0))
         self.format = int(meta.get("format", 1))
+        self.floor = int(meta.get("floor", 0))
         self.start = 0  # the log start offset: rows below it are not returned
         self._hot: OrderedDict[bytes, int] = OrderedDict()
         self._hot_max = hot_keys
@@ -214,6 +218,8 @@ class KeyIndex:
             self._pruned = meta["pruned"]
         if "maintained" in meta:
             self.maintained = bool(meta["maintained"])
+        if "floor" in meta:
+            self.floor = meta["floor"]
 
     def _insert(self, rows: list[bytes | int], base: int, replace: bool) -> None:
         db = self._db
@@ -312,6 +318,40 @@ class KeyIndex:
             )
             db.execute(_SET_META, ("pruned", through))
         self._pruned = through
+
+    # -- counts of keys whose records are all deleted, between replicas ----------------------
+    def counts_below(
+        self, below: int, after: bytes | None, limit: int
+    ) -> list[tuple[bytes, int]]:
+        """(key, version count) of keys with rows below offset ``below``, by key, from the
+        first key past ``after``, at most ``limit``: what a follower starting over at
+        ``below`` cannot learn from the records it fetches. Below the log start a key
+        keeps one row, so this walks about as many rows as it returns."""
+        first = "key >= ?" if after is None else "key > ?"  # b"" is a key too
+        sql = (
+            f"SELECT key, max(version) + 1 FROM events WHERE {first} AND offset < ? "
+            "GROUP BY key ORDER BY key LIMIT ?"
+        )
+        args = (b"" if after is None else after, below, max(1, limit))
+        return self._db.execute(sql, args).fetchall()
+
+    def raise_counts(self, counts: list[tuple[bytes, int]], floor_done: bool) -> None:
+        """Counts copied from the leader: each key whose own count is lower gets a
+        placeholder row (key, count - 1, -1), below every log start, so its next version
+        is ``count``. With ``floor_done`` the copy is complete (floor back to 0). One
+        transaction."""
+        rows: list[bytes | int] = []
+        for key, count in counts:
+            if count > self.version_count(key):
+                rows += (key, count - 1, -1)
+        self._commit(rows, {"floor": 0} if floor_done else {})
+        hot = self._hot
+        for key, count in counts:
+            if key in hot and count > hot[key]:
+                hot[key] = count
+
+    def set_floor(self, offset: int) -> None:
+        self._commit([], {"floor": offset})
 
     def set_maintained(self, maintained: bool) -> None:
         self._commit([], {"maintained": int(maintained)})

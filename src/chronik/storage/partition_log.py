@@ -203,9 +203,14 @@ class PartitionLog:
         if start_file.exists():
             try:
                 saved = int(start_file.read_text().strip())
-                log._start_offset = min(max(saved, log._start_offset), log._end_offset)
             except ValueError:
-                pass
+                saved = -1
+            if saved > log._end_offset:
+                # DeleteRecords moved the start past what recovery kept (the tail after
+                # it was torn): the log starts over there, empty, so that no offset
+                # handed out before is handed out again.
+                log._start_over_at_open(saved, now_ms)
+            log._start_offset = min(max(saved, log._start_offset), log._end_offset)
         if not clean:
             log.active.txn_index.truncate_to(log._end_offset)
         log._recover_producer_state()
@@ -222,6 +227,20 @@ class PartitionLog:
             marker.unlink()
             fsync_dir(directory)
         return log
+
+    def _start_over_at_open(self, offset: int, now_ms: int) -> None:
+        for seg in reversed(self.segments):
+            seg.delete()
+        seg = LogSegment.create(self.directory, offset, self.config.index_interval_bytes, now_ms)
+        fsync_dir(self.directory)
+        self._set_segments([seg])
+        self._end_offset = offset
+        for snap in self.producer_state.snapshot_offsets():
+            snapshot_path(self.directory, snap).unlink(missing_ok=True)
+        log.warning(
+            "partition %s: recovery kept less than the saved log start offset %d: the log "
+            "starts over there, empty", self.name, offset,
+        )
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self.segments = segments
@@ -614,6 +633,26 @@ class PartitionLog:
         except sqlite3.Error as exc:
             self._key_index_error("write failed", exc)
 
+    @property
+    def key_floor(self) -> int:
+        """0, or the offset below which keys' counts are still to be copied from the
+        leader (a follower that started over there)."""
+        index = self.key_index
+        return index.floor if index is not None and self._versioning else 0
+
+    def key_counts_below(
+        self, below: int, after: bytes | None, limit: int
+    ) -> list[tuple[bytes, int]]:
+        """The leader's side of that copy (KeyIndex.counts_below); raises
+        KafkaStorageError if the index cannot be brought up to the log."""
+        return self._key_index_ready().counts_below(below, after, limit)
+
+    def raise_key_counts(self, counts: list[tuple[bytes, int]], done: bool) -> None:
+        """The follower's side: counts copied from the leader (KeyIndex.raise_counts)."""
+        index = self.key_index
+        if index is not None:
+            index.raise_counts(counts, done)
+
     def _index_cut(self, end: int, start: int | None = None) -> None:
         """The log was cut back to ``end`` (and, emptied, starts at ``start``)."""
         index = self.key_index
@@ -763,7 +802,7 @@ class PartitionLog:
                     f"partition {self.name}: replicated batch at offset {first.base_offset} "
                     f"is below the log end offset {self._end_offset}"
                 )
-            self.truncate_fully_and_start_at(first.base_offset)
+            self.start_over_at_leader_start(first.base_offset)
         seg = self.active
         run: list[tuple[int, BatchHeader]] = []
         run_start = run_bytes = 0
@@ -913,11 +952,16 @@ class PartitionLog:
             raise self._offline_error() from None
         finally:
             self._set_segments([s for s in self.segments[: i + 1]])
+        # A batch straddling the log start (DeleteRecords inside it) goes whole, but the
+        # offsets below the start stay used: the log goes on at the start, or at
+        # ``offset`` if that is lower, as Kafka's (logStartOffset = min(target, start)).
+        lowest = min(offset, self._start_offset)
+        new_end = max(new_end, lowest)
         self._end_offset = new_end
-        if self._start_offset > new_end:
-            self._start_offset = new_end
+        if self._start_offset > lowest:
+            self._start_offset = lowest
             with contextlib.suppress(OSError):
-                self._save_start_offset(new_end)
+                self._save_start_offset(lowest)
         self._after_truncation(new_end)
         log.info(
             "partition %s: truncated to offset %d (%d bytes removed)", self.name, new_end, removed
@@ -955,6 +999,18 @@ class PartitionLog:
         self.epochs.clear()
         self._after_truncation(offset)
         log.info("partition %s: emptied, starts at offset %d", self.name, offset)
+
+    def start_over_at_leader_start(self, offset: int) -> None:
+        """A follower's truncate_fully_and_start_at: its log ended below its leader's log
+        start. Keys whose records all lay below ``offset`` keep their counts only in the
+        leader's index: key_floor asks for them to be copied from there
+        (cluster.replica_fetcher) before this replica fetches on."""
+        self.truncate_fully_and_start_at(offset)
+        if offset > 0 and self.key_index is not None:
+            try:
+                self.key_index.set_floor(offset)
+            except sqlite3.Error as exc:
+                self._key_index_error("floor not saved", exc)
 
     def _after_truncation(self, new_end: int) -> None:
         self._index_cut(new_end, self._start_offset)
