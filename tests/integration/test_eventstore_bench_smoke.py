@@ -6,25 +6,15 @@ Only completion and non-zero figures are asserted, never speed.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench" / "eventstore_bench.py"
+from .helpers import run_quick_bench
 
 
 def test_quick_eventstore_bench_reports_ratios(tmp_path: Path) -> None:
-    output = tmp_path / "eventstore-bench.json"
-    run = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=180,
+    report, printed = run_quick_bench(
+        "eventstore_bench.py", tmp_path / "eventstore-bench.json", timeout=180
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    report = json.loads(output.read_text())
     assert report["mode"] == "quick"
     assert report["load"]["records"] == report["keys"] * report["events_per_key"]
     reads = report["reads"]
@@ -34,4 +24,4 @@ def test_quick_eventstore_bench_reports_ratios(tmp_path: Path) -> None:
     appends = report["appends"]
     assert appends["plain_records_per_s"] > 0 and appends["conditional_records_per_s"] > 0
     assert appends["conditional_over_plain"] > 0
-    assert "conditional append" in run.stdout
+    assert "conditional append" in printed

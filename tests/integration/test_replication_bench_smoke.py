@@ -6,17 +6,13 @@ Only completion and non-zero figures are asserted, never speed.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from chronik.cluster.zookeeper_process import zookeeper_classpath
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench" / "replication_bench.py"
+from .helpers import run_quick_bench
 
 
 @pytest.mark.slow
@@ -24,15 +20,9 @@ BENCH = REPO / "bench" / "replication_bench.py"
 def test_quick_replication_bench_reports_ratio_and_failover(tmp_path: Path) -> None:
     if zookeeper_classpath() is None:
         pytest.skip("Apache ZooKeeper is not installed (Debian package `zookeeper`)")
-    output = tmp_path / "replication-bench.json"
-    run = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=360,
+    report, printed = run_quick_bench(
+        "replication_bench.py", tmp_path / "replication-bench.json", timeout=360
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    report = json.loads(output.read_text())
     assert report["mode"] == "quick"
     for rf in (1, 3):
         row = report["results"][f"rf-{rf}"]
@@ -47,4 +37,4 @@ def test_quick_replication_bench_reports_ratio_and_failover(tmp_path: Path) -> N
     (kill,) = failover["runs"]
     assert kill["new_leader"] not in (kill["victim"], -1)
     assert 0 < failover["median_s"] < 60
-    assert "RF3/RF1" in run.stdout
+    assert "RF3/RF1" in printed
