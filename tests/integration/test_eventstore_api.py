@@ -14,7 +14,6 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from chronik.eventstore import EventStore, VersionConflict
 from chronik.records.partitioner import murmur2, partition_for_key
 from conftest import BrokerProcess, free_port, wait_for_port
 
+from .cli_support import chronik
 from .helpers import create_topic, topic_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -439,22 +439,11 @@ def test_python_api(api: Api) -> None:
     assert store.version(topic, "acc-2") == 3
 
 
-def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chronik", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-
-
 def test_cli(api: Api) -> None:
     topic = topic_name("es-cli")
     create_topic(api.broker.bootstrap, topic, PARTITIONS, **VERSIONED)
     common = ["--http", api.url, "--bootstrap-server", api.broker.bootstrap]
-    done = run_cli(
+    done = chronik(
         "events",
         "append",
         topic,
@@ -470,27 +459,27 @@ def test_cli(api: Api) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "version 0-1" in done.stdout
-    done = run_cli(
-        "events", "append", topic, "k", "--expected-version", "2", *common, stdin="c\nd\n"
+    done = chronik(
+        "events", "append", topic, "k", "--expected-version", "2", *common, input="c\nd\n"
     )
     assert done.returncode == 0, done.stderr
-    done = run_cli(
+    done = chronik(
         "events", "append", topic, "k", "--expected-version", "3", "--value", "x", *common
     )
     assert done.returncode == 1
     assert (
         done.stderr.strip() == "chronik: error: version conflict on key 'k': expected 3, actual 4"
     )
-    done = run_cli("events", "read", topic, "k", *common)
+    done = chronik("events", "read", topic, "k", *common)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "0\ta\n1\tb\n2\tc\n3\td\n"
-    done = run_cli(
+    done = chronik(
         "events", "read", topic, "k", "--from-version", "1", "--limit", "2", "--json", *common
     )
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [(e["version"], e["value"]) for e in lines] == [(1, "b"), (2, "c")]
     assert {"key": "who", "value": "cli", "value_encoding": "utf-8"} in lines[0]["headers"]
-    done = run_cli("events", "read", "no-such-topic", "k", *common)
+    done = chronik("events", "read", "no-such-topic", "k", *common)
     assert done.returncode == 1 and done.stderr.startswith("chronik: error: no topic")
 
 
@@ -539,8 +528,8 @@ ALICE, ALICE_PASSWORD = "alice", "alice-Secret-42"
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, int]]:
     data = tmp_path_factory.mktemp("es-acl") / "data"
     for user, password in ((ADMIN, ADMIN_PASSWORD), (ALICE, ALICE_PASSWORD)):
-        done = run_cli(
-            "users", "add", user, "--password-stdin", "--data-dir", str(data), stdin=password + "\n"
+        done = chronik(
+            "users", "add", user, "--password-stdin", "--data-dir", str(data), input=password + "\n"
         )
         assert done.returncode == 0, done.stderr
     sasl_port = free_port()
@@ -631,7 +620,7 @@ def test_basic_auth_and_acls(secured: tuple[Api, int]) -> None:
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
         f"sasl.username={ALICE}\nsasl.password={ALICE_PASSWORD}\n"
     )
-    done = run_cli(
+    done = chronik(
         "events",
         "read",
         topic,
@@ -645,7 +634,7 @@ def test_basic_auth_and_acls(secured: tuple[Api, int]) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "0\tx\n"
-    done = run_cli(
+    done = chronik(
         "events",
         "append",
         topic,
