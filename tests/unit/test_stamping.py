@@ -102,7 +102,7 @@ def test_the_index_stores_every_row_of_a_batch_of_any_size(tmp_path, n):
 
 def test_a_version_indexed_twice_keeps_the_newer_row(tmp_path):
     index = KeyIndex.create(tmp_path)
-    index.record([(b"a", 0, 5), (b"a", 1, 6)], 7)
-    index.record([(b"a", 1, 9)], 10)  # a log holding version 1 twice
+    index.record_batch([b"a", 0, 5, b"a", 1, 6], 0, 7, {b"a": 2})
+    index.record_batch([b"a", 1, 9], 0, 10, {b"a": 2})  # a log holding version 1 twice
     assert index.rows() == [(b"a", 0, 5), (b"a", 1, 9)]
     assert index.version_count(b"a") == 2

@@ -53,7 +53,7 @@ import functools
 import logging
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger("chronik.storage")
@@ -175,24 +175,13 @@ class KeyIndex:
         return dict(self._db.execute(sql).fetchall())
 
     # -- updates ----------------------------------------------------------------------------
-    def record(self, entries: Iterable[tuple[bytes, int, int]], end: int) -> None:
-        """Index records: (key, version, offset) each; the log now ends at ``end``. One
-        transaction; raises sqlite3.Error (nothing changed) if it fails."""
-        rows: list[bytes | int] = []
-        counts: dict[bytes, int] = {}
-        for key, version, offset in entries:
-            rows += (key, version, offset)
-            if version + 1 > counts.get(key, 0):
-                counts[key] = version + 1
-        self.record_batch(rows, 0, end, counts)
-
     def record_batch(
         self, rows: list[bytes | int], base: int, end: int, counts: dict[bytes, int]
     ) -> None:
-        """Index the records of one appended batch: ``rows`` flat, key, version and offset
-        delta from ``base`` of each (as chronik.records.versions stamps them); ``counts``
-        each key's version count after them; the log now ends at ``end``. One transaction;
-        raises sqlite3.Error (nothing changed) if it fails."""
+        """Index records: ``rows`` flat, key, version and offset delta from ``base`` of
+        each (as chronik.records.versions stamps a batch's); ``counts`` each key's version
+        count after them; the log now ends at ``end``. One transaction; raises
+        sqlite3.Error (nothing changed) if it fails."""
         self._commit(rows, {"end": end}, base)
         hot = self._hot
         for key, n in counts.items():

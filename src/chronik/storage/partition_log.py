@@ -593,8 +593,8 @@ class PartitionLog:
         their chronik-version headers; a record without one (written before the topic
         opted in) takes the key's next number. Commits every _INDEX_CHUNK rows; the index
         ends at the log end after the last."""
-        rows: list[tuple[bytes, int, int]] = []
-        pending: dict[bytes, int] = {}
+        rows: list[bytes | int] = []  # key, version, offset of each: KeyIndex.record_batch
+        pending: dict[bytes, int] = {}  # each key's count after the rows
         for batch in batches:
             header = read_header(batch)
             if header.is_control:
@@ -613,12 +613,12 @@ class PartitionLog:
                 if version is None:
                     version = known
                 pending[rec.key] = max(known, version + 1)
-                rows.append((rec.key, version, rec.offset))
-            if len(rows) >= _INDEX_CHUNK:
-                index.record(rows, header.last_offset + 1)
+                rows += (rec.key, version, rec.offset)
+            if len(rows) >= 3 * _INDEX_CHUNK:
+                index.record_batch(rows, 0, header.last_offset + 1, pending)
                 rows = []
-                pending.clear()
-        index.record(rows, self._end_offset)
+                pending = {}
+        index.record_batch(rows, 0, self._end_offset, pending)
 
     def _index_append(self, stamped: Stamped, base: int) -> None:
         """Index an appended batch. A failure is logged: the index stays behind the log,
@@ -687,7 +687,7 @@ class PartitionLog:
             return
         if save and not index.stale and index.end <= self._end_offset:
             try:
-                index.record([], self._end_offset)
+                index.record_batch([], 0, self._end_offset, {})
             except sqlite3.Error as exc:
                 self._key_index_error("end not saved", exc)
         index.close()
