@@ -37,7 +37,6 @@ from chronik.records.batch import InvalidBatch, validate_produced
 from chronik.records.legacy import is_legacy, up_convert
 from chronik.records.reader import keyless_records
 from chronik.records.recompress import recompress, target_codec
-from chronik.records.versions import VersionError
 from chronik.security.acls import Operation, ResourceType
 from chronik.security.quotas import PRODUCER_BYTE_RATE
 
@@ -122,12 +121,8 @@ async def handle(
                 code = getattr(exc, "code", None)
                 if code is None:
                     raise
-                if (
-                    code == errors.INVALID_RECORD
-                    and ctx.api_version < 8
-                    and not isinstance(exc, VersionError)  # a conflict must not be retried
-                ):
-                    code = errors.CORRUPT_MESSAGE
+                if isinstance(exc, InvalidBatch):
+                    code = exc.code_for(ctx.api_version)
                 if code != errors.KAFKA_STORAGE_ERROR:  # logged once by the partition
                     log.info("rejected produce to %s-%d: %s", name, index, exc)
                 partitions.append(

@@ -96,6 +96,13 @@ class InvalidBatch(Exception):
         self.code = code
         self.record_errors = record_errors
 
+    def code_for(self, produce_version: int) -> int:
+        """The code a Produce of ``produce_version`` is answered with: below v8 (no
+        per-record errors yet) Kafka's broker answers INVALID_RECORD as CORRUPT_MESSAGE."""
+        if self.code == INVALID_RECORD and produce_version < 8:
+            return CORRUPT_MESSAGE
+        return self.code
+
 
 def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
     return BatchHeader._make(HEADER.unpack_from(buf, position))

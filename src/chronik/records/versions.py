@@ -53,6 +53,9 @@ class VersionError(InvalidBatch):
     INVALID_RECORD refusals it is not mapped to CORRUPT_MESSAGE below v8, which clients
     retry."""
 
+    def code_for(self, produce_version: int) -> int:
+        return self.code
+
 
 class Stamped(NamedTuple):
     batch: bytearray
