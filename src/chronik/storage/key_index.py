@@ -136,12 +136,7 @@ class KeyIndex:
         if hot is not None:
             self._hot.move_to_end(key)
             return hot
-        db = self._db
-        if not db.in_transaction:
-            # Lookups of one batch share a read transaction (one WAL snapshot instead of
-            # one per lookup); the batch's rows are written in it, or release() ends it.
-            db.execute("BEGIN")
-        row = db.execute(_COUNT, (key,)).fetchone()
+        row = self._db.execute(_COUNT, (key,)).fetchone()
         found = row[0] + 1 if row is not None else 0
         self._remember(key, found)
         return found
@@ -224,7 +219,7 @@ class KeyIndex:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One transaction, joining the read transaction a version lookup opened."""
+        """One transaction, joining the one begin() opened."""
         db = self._db
         if not db.in_transaction:
             db.execute("BEGIN")
@@ -235,6 +230,13 @@ class KeyIndex:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
             raise
+
+    def begin(self) -> None:
+        """Open the transaction a batch's version lookups and its rows share: lookups in
+        it read one WAL snapshot instead of opening one each (4-7 µs against 1.5 per
+        lookup); record_batch commits it, release() ends it if nothing is written."""
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN")
 
     def release(self) -> None:
         """End the read transaction version lookups opened, if no write followed them (a

@@ -505,6 +505,7 @@ class PartitionLog:
         the log. Nothing awaits between this and the append: the check is atomic."""
         index = self._key_index_ready()
         try:
+            index.begin()
             return stamp_versions(batch, header, index.version_count)
         except BaseException:
             index.release()
@@ -595,6 +596,7 @@ class PartitionLog:
         ends at the log end after the last."""
         rows: list[bytes | int] = []  # key, version, offset of each: KeyIndex.record_batch
         pending: dict[bytes, int] = {}  # each key's count after the rows
+        index.begin()
         for batch in batches:
             header = read_header(batch)
             if header.is_control:
@@ -618,6 +620,7 @@ class PartitionLog:
                 index.record_batch(rows, 0, header.last_offset + 1, pending)
                 rows = []
                 pending = {}
+                index.begin()
         index.record_batch(rows, 0, self._end_offset, pending)
 
     def _index_append(self, stamped: Stamped, base: int) -> None:
