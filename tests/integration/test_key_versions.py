@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -21,6 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.produce.v9 import request as produce
 
+from chronik.broker import key_counts
 from chronik.records.builder import Record, build_batch
 from chronik.records.reader import iter_records
 from chronik.records.versions import EXPECTED_HEADER, VERSION_HEADER, header_version
@@ -447,3 +450,55 @@ def test_java_client_sees_a_conflict_as_an_error_that_writes_nothing(
     assert half_ok[1] == "org.apache.kafka.common.KafkaException", half_ok
     assert "part of a batch which had one more more invalid records" in half_ok[2]
     assert_client_outcome(broker, topic)
+
+
+def _key_counts_exchange(port: int, body: bytes) -> bytes | None:
+    """One KeyCounts request on a new connection: the response body, or None if the
+    broker closed the connection."""
+    client_id = b"key-counts-test"
+    frame = struct.pack(">hhih", key_counts.API_KEY, 0, 7, len(client_id)) + client_id + body
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        head = s.recv(4, socket.MSG_WAITALL)
+        if len(head) < 4:
+            return None
+        (size,) = struct.unpack(">i", head)
+        answer = s.recv(size, socket.MSG_WAITALL)
+    assert struct.unpack_from(">i", answer)[0] == 7
+    return answer[4:]
+
+
+def test_key_counts_answers_a_peer_and_refuses_junk(broker: BrokerProcess):
+    """chronik's own inter-broker KeyCounts, sent as a hostile client would: a well-formed
+    one is answered (counts of keys whose records are all below the offset); unknown
+    topics get an error code; malformed bodies close the connection with a log line, and
+    the broker serves on, its log intact."""
+    topic = topic_name("kc")
+    create_topic(broker.bootstrap, topic, **VERSIONED)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for key in (b"x", b"x", b"y", b"z"):
+        producer.produce(topic, key=key, value=b"v")
+    producer.flush(10)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    cut = TopicPartition(topic, 0, 3)
+    admin.delete_records([cut])[cut].result(30)
+
+    ask = key_counts.Request(topic, 0, 3, None, 1)
+    code, counts, more = key_counts.decode_response(
+        _key_counts_exchange(broker.port, key_counts.encode_request(ask)))
+    assert (code, counts, more) == (0, [(b"x", 2)], True)
+    ask = key_counts.Request(topic, 0, 3, b"x", 10)
+    answer = _key_counts_exchange(broker.port, key_counts.encode_request(ask))
+    assert key_counts.decode_response(answer) == (0, [(b"y", 1)], False)
+    ask = key_counts.Request("no-such-topic", 0, 3, None, 10)
+    code, counts, _ = key_counts.decode_response(
+        _key_counts_exchange(broker.port, key_counts.encode_request(ask)))
+    assert code == 3 and counts == []  # UNKNOWN_TOPIC_OR_PARTITION
+
+    good = key_counts.encode_request(key_counts.Request(topic, 0, 3, None, 10))
+    for junk in (b"", b"\x00", good[:-1], good + b"\x00", b"\x7f\xff" + good[2:],
+                 good[:-8] + b"\xff\xff\xff\xfe" + good[-4:]):
+        assert _key_counts_exchange(broker.port, junk) is None, junk
+    assert "KeyCounts" in broker.log_text()
+    assert end_offset(broker.bootstrap, topic) == 4
+    assert confluent_append(broker.bootstrap, topic, b"x", 2) is None

@@ -358,10 +358,12 @@ class Connection:
             )
             return None
         if getattr(handler, "RAW", False):
-            # chronik's own APIs (not Kafka's): the handler reads the body's bytes itself.
+            # chronik's own APIs (not Kafka's): the handler module decodes the body, here,
+            # so a malformed one is refused like any other (a log line, the connection
+            # closed).
             flexible = False
             header = parse_header(data, flexible)
-            request: Any = data[header.body_offset :]
+            request: Any = handler.decode_request(data[header.body_offset :])
         else:
             request_cls = compat.request_class(api_key, api_version)
             flexible = request_cls.__flexible__

@@ -30,7 +30,7 @@ from chronik.storage.errors import KafkaStorageError
 
 API_KEY = 32000
 VERSIONS = (0, 0)
-# Handled on the request's bytes (connection.py): kio knows no schema for it.
+# Decoded by decode_request, not kio, which knows no schema for it (connection.py).
 RAW = True
 ADVERTISED = False
 MAX_KEYS = 10_000
@@ -117,8 +117,7 @@ def decode_response(body: bytes) -> tuple[int, list[tuple[bytes, int]], bool]:
     return code, counts, bool(more)
 
 
-async def handle(ctx: RequestContext, body: bytes) -> list[bytes]:
-    request = decode_request(body)
+async def handle(ctx: RequestContext, request: Request) -> list[bytes]:
     if not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
         return encode_response(errors.CLUSTER_AUTHORIZATION_FAILED, [], False)
     broker = ctx.broker
