@@ -45,10 +45,13 @@ def ruok(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 class ZooKeeperProcess:
-    """One standalone ZooKeeper server on 127.0.0.1:port with its data under `data_dir`."""
+    """One standalone ZooKeeper server on host:port with its data under `data_dir`."""
 
-    def __init__(self, data_dir: Path, port: int, tick_ms: int = 500) -> None:
+    def __init__(
+        self, data_dir: Path, port: int, tick_ms: int = 500, host: str = "127.0.0.1"
+    ) -> None:
         self.data_dir = Path(data_dir)
+        self.host = host
         self.port = port
         self.tick_ms = tick_ms
         self.proc: subprocess.Popen[bytes] | None = None
@@ -56,7 +59,11 @@ class ZooKeeperProcess:
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
+
+    def command(self, java: str, classpath: str, cfg: Path) -> list[str]:
+        """The server's command line (a harness may wrap it, e.g. in a namespace)."""
+        return [java, "-Xmx256m", "-cp", classpath, MAIN, str(cfg)]
 
     def start(self, timeout: float = 30.0) -> ZooKeeperProcess:
         classpath = zookeeper_classpath()
@@ -72,7 +79,7 @@ class ZooKeeperProcess:
             f"tickTime={self.tick_ms}\n"
             f"dataDir={data}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={self.host}\n"
             "admin.enableServer=false\n"
             f"minSessionTimeout={2 * self.tick_ms}\n"
             "maxSessionTimeout=60000\n"
@@ -80,7 +87,7 @@ class ZooKeeperProcess:
         )
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [java, "-Xmx256m", "-cp", classpath, MAIN, str(cfg)],
+            self.command(java, classpath, cfg),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -92,7 +99,7 @@ class ZooKeeperProcess:
                 raise ZooKeeperUnavailable(
                     f"ZooKeeper exited with {self.proc.returncode}; see {self.log_path}"
                 )
-            if ruok("127.0.0.1", self.port):
+            if ruok(self.host, self.port):
                 return self
             time.sleep(0.1)
         self.stop()
