@@ -71,14 +71,13 @@ class ChaosCluster:
         brokers: int = 3,
         clients: int = 2,
         config: Mapping[str, str] | None = None,
-        prefix: str = "ck",
         faketime: bool = False,
         disk_mb: int = 512,
     ) -> None:
         self.base = Path(base)
         self.broker_names = [f"b{i}" for i in range(1, brokers + 1)]
         self.client_names = [f"c{i}" for i in range(1, clients + 1)]
-        self.net = Network(["zk", *self.broker_names, *self.client_names], prefix=prefix)
+        self.net = Network(["zk", *self.broker_names, *self.client_names])
         self.zookeeper = ZooKeeperNode(self.net, "zk", self.base / "zookeeper")
         common = {
             **BROKER_CONFIG,
@@ -119,7 +118,7 @@ class ChaosCluster:
             b.destroy()
         self.zookeeper.resume()
         self.zookeeper.stop()
-        self.net.destroy()
+        self.net.release()
 
     def __enter__(self) -> ChaosCluster:
         return self.start()
@@ -210,6 +209,9 @@ class ChaosCluster:
         up = {i for i, b in self.brokers.items() if b.running and not b.paused}
         wait_until(lambda: self.live_ids() >= up, f"brokers {sorted(up)} registered", timeout)
         wait_until(lambda: self.controller_id() in up, "a live controller", timeout)
+
+    def partition_dir(self, i: int, topic: str, partition: int) -> Path:
+        return self.brokers[i].data_dir / f"{topic}-{partition}"
 
     def running(self) -> list[int]:
         return [i for i, b in self.brokers.items() if b.running]

@@ -5,7 +5,9 @@ Layout: one namespace per node (ZooKeeper, each broker, each client side), each 
 by its own veth pair to a hub namespace that routes between them, and one more veth from
 the hub to the namespace the harness itself runs in, so the test process reaches every
 node. Node ``n`` (index 1..) has the address ``10.<net>.<n>.2/24``, the hub ``.1`` on
-that link; the harness side is ``10.<net>.0.2``.
+that link; the harness side is ``10.<net>.0.2``. Several networks may exist at once
+(tests running side by side): each claims a slot, which gives it its names and its
+``<net>``.
 
 A cut is a policy rule in the hub, ``ip rule add from A to B blackhole``: the hub drops
 A's packets to B silently, as a broken switch would (no reset, no ICMP, so a connect
@@ -25,16 +27,22 @@ following the default route off the machine. Needs root.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import IO
 
 log = logging.getLogger("chaos.net")
 
 # Rules are added at this priority, before the main table's lookup (32766).
 RULE_PRIORITY = 100
+# Networks that may exist at once on one machine, each with its own name prefix
+# (ck<slot>-...) and address range (10.<200+slot>.0.0/16), held by a lock file.
+SLOTS = 16
+LOCK_DIR = "/run/lock"
 
 
 class NetworkError(RuntimeError):
@@ -74,12 +82,28 @@ class Node:
     address: str
 
 
+def claim_slot() -> tuple[int, IO[str]]:
+    """A free slot and its lock file, held open (and locked) for the network's life."""
+    os.makedirs(LOCK_DIR, exist_ok=True)
+    for slot in range(SLOTS):
+        f = open(os.path.join(LOCK_DIR, f"chronik-chaos-{slot}.lock"), "w")  # noqa: SIM115
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        return slot, f
+    raise NetworkError(f"all {SLOTS} chaos network slots are in use")
+
+
 class Network:
     """Nodes by name; ``cut``/``isolate``/``split`` drop traffic, ``heal`` restores it."""
 
-    def __init__(self, names: Iterable[str], prefix: str = "ck", net: int = 213) -> None:
-        self.prefix = prefix
-        self.net = net
+    def __init__(self, names: Iterable[str]) -> None:
+        self.slot, self._lock = claim_slot()
+        self.prefix = f"ck{self.slot}"
+        self.net = 200 + self.slot
+        prefix, net = self.prefix, self.net
         self.hub = f"{prefix}-hub"
         self.nodes: dict[str, Node] = {}
         for index, name in enumerate(names, start=1):
@@ -142,9 +166,16 @@ class Network:
             ip("netns", "del", node.netns, check=False)
         ip("netns", "del", self.hub, check=False)
 
+    def release(self) -> None:
+        """Tear down and give the slot back."""
+        self.destroy()
+        if not self._lock.closed:
+            self._lock.close()
+
     def destroy_leftovers(self) -> None:
         """Namespaces of an earlier run with this prefix that did not tear down (killed)."""
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        # The slot's lock is ours: namespaces with its prefix are a dead run's.
         stale = [line.split()[0] for line in listing.splitlines()
                  if line.split() and line.split()[0].startswith(f"{self.prefix}-")]
         if stale:
@@ -158,7 +189,7 @@ class Network:
         return self.create()
 
     def __exit__(self, *exc: object) -> None:
-        self.destroy()
+        self.release()
 
     # -- where things are ---------------------------------------------------------------
 
