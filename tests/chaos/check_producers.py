@@ -151,7 +151,8 @@ def unavailability(topic: str, partitions: int, acks: dict[int, list[float]],
     firsts = [min(ts) for ts in acks.values() if ts]
     if not windows or not firsts:
         return {}
-    start, end = min(firsts), max(w[1] for w in windows)
+    start = min(firsts)
+    end = max(start, max(w[1] for w in windows))
     out: dict[str, float] = {}
     for p in range(partitions):
         points = [start, *sorted(t for t in acks.get(p, []) if start <= t <= end), end]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,10 +189,10 @@ def _wait_stable(
         time.sleep(1.0)
 
 
-def _fetch(bootstrap: str, topic: str, partitions: int, isolation: str,
-           timeout: float) -> tuple[list[dict[str, Any]], bool]:
-    """Every record of ``topic`` as a consumer gets it; whether every partition was read
-    to its end in time."""
+def _fetch(bootstrap: str, topics: Mapping[str, int], isolation: str,
+           timeout: float) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """Every record of ``topics`` as one consumer gets them, per topic; and the topics
+    it could not read to the end of every partition in time."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({
@@ -199,26 +200,27 @@ def _fetch(bootstrap: str, topic: str, partitions: int, isolation: str,
         "isolation.level": isolation, "enable.auto.commit": False,
         "enable.partition.eof": True,
     })
-    rows: list[dict[str, Any]] = []
-    at_end: set[int] = set()
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in topics}
+    wanted = {(t, p) for t, n in topics.items() for p in range(n)}
+    at_end: set[tuple[str, int]] = set()
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in sorted(wanted)])
         deadline = time.monotonic() + timeout
-        while len(at_end) < partitions and time.monotonic() < deadline:
-            for msg in consumer.consume(500, 0.5):
+        while at_end < wanted and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.2):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition())
+                        at_end.add((msg.topic(), msg.partition()))
                     continue
-                rows.append({
+                rows[msg.topic()].append({
                     "partition": msg.partition(), "offset": msg.offset(),
                     "key": text(msg.key()), "value": text(msg.value()),
                     "headers": [[k, text(v)] for k, v in (msg.headers() or [])],
                 })
     finally:
         consumer.close()
-    return rows, len(at_end) == partitions
+    return rows, sorted({t for t, p in wanted - at_end})
 
 
 def take_final_read(
@@ -281,16 +283,18 @@ def take_final_read(
 
     fetched: dict[str, list[str]] = {}
     (base / "fetch").mkdir(exist_ok=True)
-    for topic, n in topics.items():
-        isolations = ["read_uncommitted"]
-        if topic in committed_topics:
-            isolations.append("read_committed")
-        for isolation in isolations:
-            rows, complete = _fetch(cluster.bootstrap, topic, n, isolation, timeout)
-            if not complete:
-                errors.append(f"{topic}: a {isolation} read did not reach every partition's end")
+    reads = {"read_uncommitted": dict(topics),
+             "read_committed": {t: n for t, n in topics.items() if t in committed_topics}}
+    with ThreadPoolExecutor(len(reads)) as pool:
+        done = {isolation: pool.submit(_fetch, cluster.bootstrap, wanted, isolation, timeout)
+                for isolation, wanted in reads.items() if wanted}
+    for isolation, future in done.items():
+        rows, unfinished = future.result()
+        for topic in unfinished:
+            errors.append(f"{topic}: a {isolation} read did not reach every partition's end")
+        for topic, topic_rows in rows.items():
             with open(base / "fetch" / f"{topic}.{isolation}.jsonl", "w") as f:
-                for row in rows:
+                for row in topic_rows:
                     f.write(json.dumps(row, separators=(",", ":")) + "\n")
             fetched.setdefault(topic, []).append(isolation)
 

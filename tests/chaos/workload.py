@@ -34,7 +34,7 @@ from typing import Any
 
 from .cluster import ChaosCluster
 from .final_read import FinalRead, group_offsets, take_final_read
-from .history import HISTORY_DIR, History
+from .history import HISTORY_DIR, History, read_events
 from .report import Report
 from .saved_run import write_meta
 
@@ -206,7 +206,34 @@ class Workload:
         ).start()
         for w in self.workers.values():
             self._spawn(w)
+        self.wait_started(list(self.workers))
         return self
+
+    def wait_started(self, workers: list[str], timeout: float = 60.0) -> None:
+        """Until each of ``workers`` has written the start line of its current
+        incarnation (its libraries loaded: on two cores, starting ten Python processes
+        takes seconds, which a fault schedule should not count as the run)."""
+        deadline = time.monotonic() + timeout
+        waiting = set(workers)
+        while waiting:
+            for wid in sorted(waiting):
+                w = self.workers[wid]
+                if self._started(w):
+                    waiting.discard(wid)
+                elif not w.running:
+                    log = (self.out_dir / "logs" / f"{wid}.log").read_text(errors="replace")
+                    raise RuntimeError(f"worker {wid} exited before starting: {log[-2000:]}")
+            if waiting and time.monotonic() > deadline:
+                raise TimeoutError(f"workers {sorted(waiting)} not started after {timeout}s")
+            if waiting:
+                time.sleep(0.2)
+
+    def _started(self, w: Worker) -> bool:
+        path = self.out_dir / HISTORY_DIR / f"{w.id}.jsonl"
+        if not path.exists():
+            return False
+        return any(e.get("op") == "start" and e.get("incarnation") == w.incarnation
+                   for e in read_events(path))
 
     def _spawn(self, w: Worker) -> None:
         cmd = [*self.cluster.net.exec_prefix(w.node), sys.executable, "-m", "chaos.workers",
@@ -237,9 +264,11 @@ class Workload:
             w.proc.wait()
         self._note("kill", target=worker)
 
-    def restart_consumer(self, worker: str | None = None, down_for: float = 0.0) -> str:
+    def restart_consumer(self, worker: str | None = None, down_for: float = 0.0,
+                         wait: bool = True) -> str:
         """kill -9 a consumer (a random member of the queue group unless named), wait
-        ``down_for`` seconds, and start it again as its next incarnation; its id."""
+        ``down_for`` seconds, and start it again as its next incarnation (with ``wait``,
+        return once it runs); its id."""
         wid = worker or self.rng.choice(self.consumers())
         self.kill(wid)
         if down_for > 0:
@@ -247,6 +276,8 @@ class Workload:
         w = self.workers[wid]
         w.incarnation += 1
         self._spawn(w)
+        if wait:
+            self.wait_started([wid])
         return wid
 
     def stop(self, timeout: float = 60.0) -> None:
