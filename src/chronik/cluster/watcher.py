@@ -8,15 +8,26 @@ that missed the controller's news (it was restarting) simply reads the znodes.
 
 Watches are set once per znode path and never removed: a topic deleted and created again
 under the same name is seen by the same watches.
+
+A callback that reads more znodes fails when the session drops or closes meanwhile. That
+is no error: closed, the broker is stopping; dropped, what it was reading is read again
+once the session is back (kazoo's watches do not call again for an unchanged listing).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    NoNodeError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from chronik.cluster import znodes
@@ -38,36 +49,87 @@ class Watcher:
         self._broker_config_watches: set[str] = set()
         # Configs read before their topic's assignment (the config znode is written first).
         self._early_configs: dict[str, dict[str, str]] = {}
+        # Readings cut short by a dropped connection, by znode path: done again on reconnect.
+        self._again: dict[str, Callable[[], None]] = {}
+        # One reading of /brokers/ids handed to the loop at a time, so the last one handed
+        # over is the last one read (a reading done again races the watch's own).
+        self._brokers_lock = threading.Lock()
 
     def install(self) -> None:
         """On a kazoo thread. When this returns, the first reading of every znode is queued
         for the loop; a last callback then marks the view loaded."""
         client = self.session.client
         assert client is not None
-        ChildrenWatch(client, znodes.BROKER_IDS, self._on_brokers)
+        client.add_listener(self._on_connection)
+        ChildrenWatch(client, znodes.BROKER_IDS, self._children(znodes.BROKER_IDS,
+                                                                self._on_brokers))
         DataWatch(client, znodes.CONTROLLER, self._on_controller)
         ChildrenWatch(client, znodes.DELETE_TOPICS, self._on_deletes)
-        ChildrenWatch(client, znodes.TOPICS, self._on_topics)
-        ChildrenWatch(client, znodes.CONFIG_USERS, self._on_users)
-        ChildrenWatch(client, znodes.CONFIG_BROKERS, self._on_broker_configs)
+        ChildrenWatch(client, znodes.TOPICS, self._children(znodes.TOPICS, self._on_topics))
+        ChildrenWatch(client, znodes.CONFIG_USERS,
+                      self._children(znodes.CONFIG_USERS, self._on_users))
+        ChildrenWatch(client, znodes.CONFIG_BROKERS,
+                      self._children(znodes.CONFIG_BROKERS, self._on_broker_configs))
         self.session.to_loop(self._mark_loaded)
 
     # -- kazoo threads --------------------------------------------------------------
 
+    def _guarded(self, path: str, read: Callable[[], None], again: Callable[[], None]) -> None:
+        """``read()``; if the session drops meanwhile, ``again()`` once it is back."""
+        try:
+            read()
+        except ConnectionClosedError:
+            return  # closed by this broker's stop
+        except (ConnectionLoss, SessionExpiredError) as exc:
+            log.debug("reading %s cut short (%s); again once reconnected",
+                      path, type(exc).__name__)
+            with self._lock:
+                self._again[path] = again
+            client = self.session.client
+            if client is not None and client.connected:
+                self._on_connection(KazooState.CONNECTED)  # back before this was noted
+
+    def _children(
+        self, path: str, handle: Callable[[list[str]], None]
+    ) -> Callable[[list[str]], None]:
+        """A ChildrenWatch function for ``path`` that reads more znodes in ``handle``."""
+
+        def again() -> None:
+            client = self.session.client
+            assert client is not None
+            handle(client.get_children(path))
+
+        def on_children(children: list[str]) -> None:
+            self._guarded(path, lambda: handle(children), again)
+
+        return on_children
+
+    def _on_connection(self, state: str) -> None:
+        """kazoo's connection thread, which must not block: readings go to a thread."""
+        if state != KazooState.CONNECTED:
+            return
+        with self._lock:
+            pending, self._again = self._again, {}
+        client = self.session.client
+        for path, again in pending.items():
+            if client is not None:
+                client.handler.spawn(self._guarded, path, again, again)
+
     def _on_brokers(self, children: list[str]) -> None:
         client = self.session.client
         assert client is not None
-        brokers: dict[int, BrokerInfo] = {}
-        for child in children:
-            try:
-                node_id = int(child)
-                data, _ = client.get(znodes.broker_path(node_id))
-                brokers[node_id] = znodes.parse_broker(node_id, data)
-            except NoNodeError:
-                continue  # gone since the list was read; the next event says so
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring unreadable broker registration %s: %s", child, exc)
-        self.session.to_loop(self._set_brokers, brokers)
+        with self._brokers_lock:
+            brokers: dict[int, BrokerInfo] = {}
+            for child in children:
+                try:
+                    node_id = int(child)
+                    data, _ = client.get(znodes.broker_path(node_id))
+                    brokers[node_id] = znodes.parse_broker(node_id, data)
+                except NoNodeError:
+                    continue  # gone since the list was read; the next event says so
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("ignoring unreadable broker registration %s: %s", child, exc)
+            self.session.to_loop(self._set_brokers, brokers)
 
     def _on_controller(self, data: bytes | None, stat: Any) -> None:
         self.session.to_loop(self._set_controller, znodes.parse_controller(data))
@@ -109,6 +171,8 @@ class Watcher:
                       self._config_callback(name, "broker"))
 
     def _topic_callback(self, name: str) -> Any:
+        path = znodes.topic_path(name)
+
         def on_change(data: bytes | None, stat: Any) -> None:
             if data is None:
                 self.session.to_loop(self._drop_topic, name)
@@ -119,7 +183,16 @@ class Watcher:
                 log.warning("ignoring unreadable assignment of topic %s: %s", name, exc)
                 return
             self.session.to_loop(self._set_assignment, name, assignment, stat.version)
-            self._watch_states(name, assignment)
+            self._guarded(path, lambda: self._watch_states(name, assignment), again)
+
+        def again() -> None:
+            client = self.session.client
+            assert client is not None
+            try:
+                data, stat = client.get(path)
+            except NoNodeError:
+                data, stat = None, None
+            on_change(data, stat)
 
         return on_change
 
