@@ -54,6 +54,10 @@ DEFAULTS = {
     "transactional.id.expiration.ms": "604800000",
     "transaction.state.log.num.partitions": "50",
 }
+# Between attempts to write a transaction's completion: doubling from the first to the
+# last, and kept up for as long as this broker coordinates the transaction.
+COMPLETE_RETRY_FIRST_SECONDS = 0.1
+COMPLETE_RETRY_MAX_SECONDS = 2.0
 
 
 
@@ -398,23 +402,44 @@ class TransactionCoordinator:
                 txn_start_ms=-1,
                 last_update_ms=self.broker.now_ms(),
             )
-            for attempt in range(50):
-                if partition not in self._loaded or self.txns.get(txn.transactional_id) is not txn:
-                    return
-                try:
-                    await self._store(complete)
-                    break
-                except StoreError as exc:
-                    if attempt == 0:
-                        log.info("transaction %s: completion not stored yet: %s",
-                                 txn.transactional_id, exc)
-                    await asyncio.sleep(0.2)
-            else:
+            if not await self._store_completion(txn, complete, partition):
                 return
             if self.txns.get(txn.transactional_id) is txn:
                 self.txns[txn.transactional_id] = complete
         finally:
             txn.pending = False
+
+    async def _store_completion(
+        self, txn: TxnMetadata, complete: TxnMetadata, partition: int
+    ) -> bool:
+        """Write Complete* until it is written (True) or this broker no longer coordinates
+        the transaction (False): its markers are written, so giving up would leave the id
+        in Prepare* answering CONCURRENT_TRANSACTIONS until another coordinator loads it.
+        Kafka's coordinator likewise retries the append for as long as it coordinates."""
+        failures = 0
+        delay = COMPLETE_RETRY_FIRST_SECONDS
+        while partition in self._loaded and self.txns.get(txn.transactional_id) is txn:
+            try:
+                await self._store(complete)
+            except StoreError as exc:
+                failures += 1
+                if failures == 1:
+                    log.warning(
+                        "transaction %s: completion not stored: %s; retrying while this "
+                        "broker coordinates it", txn.transactional_id, exc,
+                    )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, COMPLETE_RETRY_MAX_SECONDS)
+                continue
+            if failures:
+                log.info("transaction %s: completion stored after %d failed attempts",
+                         txn.transactional_id, failures)
+            return True
+        if failures:
+            log.info("transaction %s: completion left to the next coordinator of %s-%d "
+                     "after %d failed attempts", txn.transactional_id, TOPIC, partition,
+                     failures)
+        return False
 
     # -- timers ---------------------------------------------------------------------------
     async def _abort_loop(self) -> None:
