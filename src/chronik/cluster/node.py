@@ -233,9 +233,12 @@ class ClusterNode:
             self.controller.resign("its ZooKeeper session expired")
         elif state == KazooState.SUSPENDED:
             log.warning("ZooKeeper connection lost; reconnecting")
-        elif state == KazooState.CONNECTED and self._session_lost and not self._stopping:
-            self._session_lost = False
-            self._spawn(self._rejoin())
+        elif state == KazooState.CONNECTED:
+            # Only a reconnection comes here: the first connection is made before start().
+            log.info("reconnected to ZooKeeper")
+            if self._session_lost:
+                self._session_lost = False
+                self._spawn(self._rejoin())
 
     async def _rejoin(self) -> None:
         while not self._stopping:
