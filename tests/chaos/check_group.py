@@ -1,7 +1,9 @@
 """Checks of a consumer group: every record a member read is the one the final log holds
 at that offset; a group's committed offset of a partition never goes backwards (in the
 order commits were acknowledged, in the poller's samples, and at the end); and every
-record below the final committed offset was read by some member (at least once).
+record below the final committed offset was read by some member (at least once). A
+poll sent after a commit was acknowledged answering an older offset is a stale read of
+the coordinator (``stale-offset``); the end below an acknowledged commit, a lost one.
 
 A commit that timed out (``info``) may still land later and move an offset back to
 what it carried: such a step back is a note, not an anomaly."""
@@ -11,6 +13,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .final_read import pkey
 from .history import Event, text
@@ -123,8 +126,10 @@ def _commit_event(e: Event, worker: str, invoked_offsets: dict[float, dict[str, 
         for p, offset in e["offsets"].items():
             acked[int(p)].append(Commit(worker, e.get("invoked", e["time"]), e["time"], offset))
         return
-    # The invoke just before this outcome is the one it answers.
-    if invoked_offsets:
+    if "invoked" in e:
+        answered.add(e["invoked"])
+    elif invoked_offsets:
+        # The invoke just before this outcome is the one it answers.
         answered.add(max(t for t in invoked_offsets if t <= e["time"]))
     if type_ == "info":
         figures["commits_indeterminate"] += 1
@@ -154,50 +159,61 @@ def _check_acked_order(report: Report, group: str, key: str, commits: list[Commi
                 report.add("commit-backwards", message)
 
 
-def _poller_samples(run: Run, group: str, topic: str) -> dict[int, list[tuple[float, float, int]]]:
-    """partition -> [(sample started, sample answered, committed offset)] in order."""
-    out: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
+class Sample(NamedTuple):
+    """One poll of the group's committed offset of a partition."""
+
+    started: float
+    answered: float
+    offset: int
+    coordinator: int | None
+
+
+def _poller_samples(run: Run, group: str, topic: str) -> dict[int, list[Sample]]:
+    """partition -> its samples, in the order they were asked for."""
+    out: dict[int, list[Sample]] = defaultdict(list)
     for events in run.workers("poller").values():
         for e in events:
             if e.get("op") == "committed" and e.get("type") == "ok" and e.get("group") == group:
                 for key, offset in e["offsets"].items():
                     t, _, p = key.rpartition("/")
                     if t == topic:
-                        out[int(p)].append((e.get("started", e["time"]), e["time"], offset))
+                        out[int(p)].append(Sample(e.get("started", e["time"]), e["time"], offset,
+                                                  e.get("coordinator")))
     for series in out.values():
         series.sort()
     return out
 
 
-def _check_series(report: Report, group: str, key: str,
-                  series: list[tuple[float, float, int]], acked: list[Commit],
-                  unsure: set[int]) -> None:
-    peak: tuple[float, int] | None = None
-    for _, answered, offset in series:
-        if peak is not None and offset < peak[1]:
-            message = (f"group {group}, {key}: the committed offset went from {peak[1]} (seen at "
-                       f"{peak[0]:.3f}) back to {offset} (seen at {answered:.3f})")
-            if offset in unsure:
+def _check_series(report: Report, group: str, key: str, series: list[Sample],
+                  acked: list[Commit], unsure: set[int]) -> None:
+    peak: Sample | None = None
+    for s in series:
+        if peak is not None and s.offset < peak.offset:
+            message = (f"group {group}, {key}: the committed offset went from {peak.offset} "
+                       f"(broker {peak.coordinator} at {peak.answered:.3f}) back to {s.offset} "
+                       f"(broker {s.coordinator} at {s.answered:.3f})")
+            if s.offset in unsure:
                 report.notes.append(message + " (a commit of that offset timed out)")
             else:
                 report.add("commit-backwards", message)
-        if peak is None or offset >= peak[1]:
-            peak = (answered, offset)
+        if peak is None or s.offset >= peak.offset:
+            peak = s
     # A sample asked for after a commit was acknowledged shows at least that commit.
     done = sorted(acked, key=lambda c: c.time)
     done_times = [c.time for c in done]
     best = _running_max(done)
-    for started, _, offset in series:
-        i = bisect.bisect_left(done_times, started)
-        if not i or offset >= best[i - 1].offset:
+    for s in series:
+        i = bisect.bisect_left(done_times, s.started)
+        if not i or s.offset >= best[i - 1].offset:
             continue
         top = best[i - 1]
         message = (f"group {group}, {key}: {top.worker}'s commit of {top.offset} was "
-                   f"acknowledged at {top.time:.3f}, but a poll at {started:.3f} read {offset}")
-        if offset in unsure:
+                   f"acknowledged at {top.time:.3f}, but the coordinator (broker "
+                   f"{s.coordinator}) answered {s.offset} to a poll sent at {s.started:.3f}")
+        if s.offset in unsure:
             report.notes.append(message + " (a commit of that offset timed out)")
         else:
-            report.add("commit-lost", message)
+            report.add("stale-offset", message)
 
 
 def _running_max(done: list[Commit]) -> list[Commit]:

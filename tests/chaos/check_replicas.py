@@ -86,11 +86,11 @@ def _check_fetched(run: Run, report: Report) -> None:
     """A read_uncommitted consumer's records against the leaders' files below the high
     watermark: same offsets, keys and values."""
     assert run.final is not None
-    for (topic, isolation), rows in sorted(run.final.fetched.items()):
+    for topic, isolation in sorted(run.final.fetched):
         if isolation != "read_uncommitted":
             continue
         got: dict[int, list[tuple[int, str | None, str | None]]] = defaultdict(list)
-        for r in rows:
+        for r in run.final.rows(topic, isolation):
             got[r.partition].append((r.offset, r.key, r.value))
         for key in sorted(run.final.partitions):
             t, p = split_pkey(key)

@@ -61,7 +61,7 @@ def check_txn(run: Run, report: Report) -> None:
     _check_live_reads(run, report, topic, owner)
 
     visible: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for r in run.final.fetched.get((topic, "read_committed"), []):
+    for r in run.final.rows(topic, "read_committed"):
         visible[r.value or ""].append((r.partition, r.offset))
     for value, where in visible.items():
         if value not in owner:
@@ -137,7 +137,7 @@ def _check_order(report: Report, topic: str, txns: dict[tuple[str, int], Txn],
     its transaction n come before those of n+1."""
     assert run.final is not None
     last: dict[tuple[str, int], tuple[int, int, str]] = {}
-    for r in run.final.fetched.get((topic, "read_committed"), []):
+    for r in run.final.rows(topic, "read_committed"):
         t = owner.get(r.value or "")
         if t is None:
             continue

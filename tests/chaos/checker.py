@@ -44,7 +44,7 @@ def check(out_dir: Path | str) -> Report:
     txn = run.topic("txn")
     if txn is not None:
         committed: dict[int, dict[int, str | None]] = defaultdict(dict)
-        for r in run.final.fetched.get((txn[0], "read_committed"), []):
+        for r in run.final.rows(txn[0], "read_committed"):
             committed[r.partition][r.offset] = r.value
         check_group(run, report, "txn", committed)
     check_txn(run, report)

@@ -7,7 +7,8 @@ Files, under ``<out_dir>/final/``:
   "partition", "leader", "leader_epoch", "isr", "replicas", "full_isr",
   "high_watermark", "last_stable_offset", "files": {"<broker id>":
   "<path under final/>"}}}, "committed": {"<group>": {"<topic>/<p>": offset}},
-  "fetched": {"<topic>": ["read_uncommitted", ...]}}``. ``high_watermark`` and
+  "fetched": {"<topic>": ["read_uncommitted", ...]}, "moved_during_read": [text]}``
+  (marks that still moved while the last attempt read; empty normally). ``high_watermark`` and
   ``last_stable_offset`` are what the leader answered to ListOffsets (read_uncommitted
   and read_committed); ``full_isr`` is false when the partition did not get every
   replica back in its ISR in time (``isr`` is then what it had).
@@ -97,6 +98,17 @@ class FinalRead:
     @property
     def partitions(self) -> dict[str, dict[str, Any]]:
         return self.state.get("partitions", {})
+
+    def rows(self, topic: str, isolation: str) -> list[Fetched]:
+        """What a consumer got, below each partition's high watermark as sampled before
+        the read: a produce request of a stopped client, held up by a cut link, can
+        still land after the healing and is no part of the snapshot."""
+        out = []
+        for r in self.fetched.get((topic, isolation), []):
+            hw = self.partitions.get(pkey(topic, r.partition), {}).get("high_watermark")
+            if hw is None or r.offset < hw:
+                out.append(r)
+        return out
 
     def committed(self, group: str) -> dict[str, int]:
         return self.state.get("committed", {}).get(group, {})
@@ -238,8 +250,6 @@ def take_final_read(
     checker reports it."""
     from confluent_kafka.admin import AdminClient
 
-    from integration.replica_check import replica_batches
-
     base = Path(out_dir) / FINAL_DIR
     base.mkdir(parents=True, exist_ok=True)
     committed_topics = list(committed_topics)
@@ -252,10 +262,48 @@ def take_final_read(
         except AssertionError as exc:
             errors.append(str(exc))
             full[topic] = False
-    high, stable, settled = _wait_stable(cluster.bootstrap, topics, committed_topics, 60.0)
+    # A request of a stopped client held up by a cut link may still land; the read is
+    # taken again while the marks move under it (the checker keeps below the marks).
+    moved: list[str] = []
+    for _ in range(3):
+        high, stable, settled = _wait_stable(cluster.bootstrap, topics, committed_topics, 60.0)
+        partitions, problems = _save_replicas(cluster, base, topics, full, high, stable)
+        fetched, unfinished = _save_fetches(cluster.bootstrap, base, topics, committed_topics,
+                                            timeout)
+        after = _watermarks(cluster.bootstrap, topics, "read_uncommitted")
+        moved = [f"{k}: {v} -> {after.get(k)}" for k, v in high.items() if after.get(k) != v]
+        if not moved:
+            break
+    errors += problems + unfinished
     if not settled:
         errors.append("the high watermarks or last stable offsets did not settle in 60s")
 
+    committed: dict[str, dict[str, int]] = {}
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for group in groups:
+        try:
+            committed[group] = group_offsets(admin, group, 15.0)
+        except Exception as exc:  # noqa: BLE001 - noted, the checker reports it
+            errors.append(f"committed offsets of group {group}: {exc!r}")
+
+    state = {
+        "time": time.time(), "errors": errors, "partitions": partitions,
+        "committed": committed, "fetched": fetched, "moved_during_read": moved,
+    }
+    (base / STATE_FILE).write_text(json.dumps(state, indent=1, sort_keys=True))
+    loaded = FinalRead.load(out_dir)
+    assert loaded is not None
+    return loaded
+
+
+def _save_replicas(
+    cluster: Any, base: Path, topics: Mapping[str, int], full: Mapping[str, bool],
+    high: Mapping[str, int], stable: Mapping[str, int],
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Each replica's batches into replicas/, and the partitions' entries of state.json."""
+    from integration.replica_check import replica_batches
+
+    errors: list[str] = []
     partitions: dict[str, dict[str, Any]] = {}
     for topic, n in topics.items():
         assignment = cluster.assignment(topic)
@@ -280,13 +328,22 @@ def take_final_read(
                 (base / rel).write_bytes(data)
                 info["files"][str(broker_id)] = rel
             partitions[key] = info
+    return partitions, errors
 
+
+def _save_fetches(
+    bootstrap: str, base: Path, topics: Mapping[str, int], committed_topics: list[str],
+    timeout: float,
+) -> tuple[dict[str, list[str]], list[str]]:
+    """What consumers get, read_uncommitted and (for ``committed_topics``) read_committed
+    at once, into fetch/; the isolations saved per topic, and what was not read whole."""
+    errors: list[str] = []
     fetched: dict[str, list[str]] = {}
     (base / "fetch").mkdir(exist_ok=True)
     reads = {"read_uncommitted": dict(topics),
              "read_committed": {t: n for t, n in topics.items() if t in committed_topics}}
     with ThreadPoolExecutor(len(reads)) as pool:
-        done = {isolation: pool.submit(_fetch, cluster.bootstrap, wanted, isolation, timeout)
+        done = {isolation: pool.submit(_fetch, bootstrap, wanted, isolation, timeout)
                 for isolation, wanted in reads.items() if wanted}
     for isolation, future in done.items():
         rows, unfinished = future.result()
@@ -297,20 +354,4 @@ def take_final_read(
                 for row in topic_rows:
                     f.write(json.dumps(row, separators=(",", ":")) + "\n")
             fetched.setdefault(topic, []).append(isolation)
-
-    committed: dict[str, dict[str, int]] = {}
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    for group in groups:
-        try:
-            committed[group] = group_offsets(admin, group, 15.0)
-        except Exception as exc:  # noqa: BLE001 - noted, the checker reports it
-            errors.append(f"committed offsets of group {group}: {exc!r}")
-
-    state = {
-        "time": time.time(), "errors": errors, "partitions": partitions,
-        "committed": committed, "fetched": fetched,
-    }
-    (base / STATE_FILE).write_text(json.dumps(state, indent=1, sort_keys=True))
-    loaded = FinalRead.load(out_dir)
-    assert loaded is not None
-    return loaded
+    return fetched, errors

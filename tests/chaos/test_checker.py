@@ -383,6 +383,24 @@ def test_committed_offsets_going_backwards(tmp_path: Path) -> None:
     assert not only(report2, "commit-backwards") and report2.notes
 
 
+def test_a_poll_after_an_acknowledged_commit_answering_less(tmp_path: Path) -> None:
+    s = clean()
+    s.ev("poller", "poller", "ok", "committed", group=GROUP, coordinator=2,
+         offsets={pkey(Q, 0): 2, pkey(Q, 1): len(s.logs[(Q, 1)])}, started=s.at())
+    report = run_check(s, tmp_path)
+    stale = only(report, "stale-offset")
+    assert any("q/0" in m and "broker 2" in m and "answered 2" in m for m in stale), stale
+
+
+def test_records_landing_after_the_final_snapshot_are_left_out(tmp_path: Path) -> None:
+    s = clean()
+    late = {"partition": 1, "offset": len(s.logs[(Q, 1)]), "key": "k1",
+            "value": "p1-k1-000090", "headers": []}
+    s.fetch_edits[(Q, "read_uncommitted")] = lambda rows: [*rows, late]
+    report = run_check(s, tmp_path)
+    assert report.ok, report.summary()
+
+
 def test_an_acknowledged_commit_lost(tmp_path: Path) -> None:
     s = clean()
     s.committed[GROUP][pkey(Q, 1)] = 2

@@ -18,10 +18,12 @@ KIND is one of:
   isolation ``--isolation``. ``event start {incarnation}``, ``event assign/revoke
   {partitions}``, ``ok read {records: [[partition, offset, key, value], ...]}`` after each
   poll, and about every ``--commit-every`` seconds (and on revoke and stop) a synchronous
-  commit of its positions: ``invoke commit {offsets}``, ``ok commit {offsets, invoked}``
-  (``offsets``: {partition: next offset to read}; ``invoked``: the invoke's time) or
-  ``fail``/``info commit {offsets, error}``. The harness kills it with kill -9 and starts
-  it again with ``--incarnation`` one higher.
+  commit of its positions: ``invoke commit {offsets}``, then ``ok commit {offsets,
+  invoked}`` (``offsets``: {partition: next offset to read}; ``invoked``: the invoke's
+  time) or ``fail``/``info commit {offsets, invoked, error}``. A commit unanswered after
+  12 s is recorded ``info`` and reading goes on; its answer, if it comes, is recorded
+  too. The harness kills it with kill -9 and starts it again with ``--incarnation`` one
+  higher.
 - ``txn``: a transactional producer (transactional.id ``chaos-<id>``); each transaction
   writes 1-2 records to each of 2-3 partitions and then commits or aborts at random
   (``--commit-ratio``): ``invoke txn {txn, decision, records: [[partition, value], ...]}``,
@@ -68,6 +70,10 @@ DELIVERY_TIMEOUT_MS = 30_000
 REQUEST_TIMEOUT_MS = 10_000
 # How long a stopping worker still waits for outcomes (the harness waits longer).
 STOP_GRACE_S = 25.0
+# How long a consumer waits for a commit's answer before it reads on (and records info).
+COMMIT_WAIT_S = 12.0
+# Each transactional call's own deadline; a retriable failure is retried until stopped.
+TXN_CALL_S = 10.0
 
 STOP = threading.Event()
 
@@ -180,8 +186,32 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
     consumer: Any = None
+    # librdkafka's synchronous commit has no deadline of its own: with no coordinator
+    # reachable it waits on. It runs on a thread, one at a time, waited for a bounded
+    # time; an answer that comes later is still recorded.
+    pending: list[threading.Thread] = []
 
-    def commit() -> None:
+    def commit_now(positions: list[Any], offsets: dict[str, int], invoked: float) -> None:
+        try:
+            result = consumer.commit(offsets=positions, asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0]
+            # A broker's answer (code > 0) refused it; a local error leaves it unknown.
+            record = history.fail if err.code() > 0 else history.info
+            record("commit", offsets=offsets, invoked=invoked, error=str(err))
+            return
+        done = {str(tp.partition): tp.offset for tp in result if tp.error is None}
+        refused = {str(tp.partition): tp.offset for tp in result if tp.error is not None}
+        if done:
+            history.ok("commit", offsets=done, invoked=invoked)
+        if refused:
+            errors = sorted({str(tp.error) for tp in result if tp.error is not None})
+            history.fail("commit", offsets=refused, invoked=invoked, error="; ".join(errors))
+
+    def commit(wait: float = COMMIT_WAIT_S) -> None:
+        if pending and pending[0].is_alive():
+            return
+        pending.clear()
         try:
             assigned = consumer.assignment()
             positions = [tp for tp in consumer.position(assigned) if tp.offset >= 0]
@@ -192,21 +222,14 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
             return
         offsets = {str(tp.partition): tp.offset for tp in positions}
         invoked = history.invoke("commit", offsets=offsets)["time"]
-        try:
-            result = consumer.commit(offsets=positions, asynchronous=False)
-        except KafkaException as exc:
-            err = exc.args[0]
-            # A broker's answer (code > 0) refused it; a local error leaves it unknown.
-            record = history.fail if err.code() > 0 else history.info
-            record("commit", offsets=offsets, error=str(err))
-            return
-        done = {str(tp.partition): tp.offset for tp in result if tp.error is None}
-        refused = {str(tp.partition): tp.offset for tp in result if tp.error is not None}
-        if done:
-            history.ok("commit", offsets=done, invoked=invoked)
-        if refused:
-            errors = sorted({str(tp.error) for tp in result if tp.error is not None})
-            history.fail("commit", offsets=refused, error="; ".join(errors))
+        thread = threading.Thread(target=commit_now, args=(positions, offsets, invoked),
+                                  daemon=True)
+        pending.append(thread)
+        thread.start()
+        thread.join(wait)
+        if thread.is_alive():
+            history.info("commit", offsets=offsets, invoked=invoked,
+                         error=f"no answer in {wait:.0f}s (still waiting)")
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
         history.event("assign", partitions=sorted(p.partition for p in partitions))
@@ -229,6 +252,7 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
         "session.timeout.ms": 6000,
         "heartbeat.interval.ms": 1000,
         "max.poll.interval.ms": 60000,
+        "socket.timeout.ms": REQUEST_TIMEOUT_MS,
     })
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     rnd = random.Random(f"{args.seed}:{args.id}:{args.incarnation}")
@@ -249,8 +273,12 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
         if time.monotonic() >= due:
             commit()
             due = time.monotonic() + args.commit_every * rnd.uniform(0.5, 1.5)
-    commit()
-    consumer.close()
+    commit(STOP_GRACE_S)
+    closing = threading.Thread(target=consumer.close, daemon=True)
+    closing.start()
+    closing.join(COMMIT_WAIT_S)
+    if closing.is_alive():
+        history.event("error", error=f"close did not finish in {COMMIT_WAIT_S:.0f}s")
 
 
 # -- transactions -----------------------------------------------------------------------
@@ -300,7 +328,7 @@ def run_txn(args: argparse.Namespace, history: History) -> None:
             producer = Producer(config)
             try:
                 # Fences an earlier instance of this id and ends its open transaction.
-                retrying(lambda p=producer: p.init_transactions(30))
+                retrying(lambda p=producer: p.init_transactions(TXN_CALL_S))
                 return producer
             except (_Fatal, KafkaException) as exc:
                 history.event("error", error=f"init_transactions: {exc}")
@@ -325,17 +353,17 @@ def run_txn(args: argparse.Namespace, history: History) -> None:
             if decision == "commit":
                 history.invoke("commit", txn=n)
                 committing = True
-                retrying(lambda: producer.commit_transaction(30))
+                retrying(lambda: producer.commit_transaction(TXN_CALL_S))
                 history.ok("txn", txn=n, outcome="committed", offsets=delivered)
             else:
-                retrying(lambda: producer.abort_transaction(30))
+                retrying(lambda: producer.abort_transaction(TXN_CALL_S))
                 history.fail("txn", txn=n, outcome="aborted", offsets=delivered)
             return True
         except (_Fatal, KafkaException) as exc:
             error = str(exc)
             if isinstance(exc, KafkaException) and exc.args[0].txn_requires_abort():
                 try:
-                    retrying(lambda: producer.abort_transaction(30))
+                    retrying(lambda: producer.abort_transaction(TXN_CALL_S))
                     history.fail("txn", txn=n, outcome="aborted", offsets=delivered, error=error)
                     return True
                 except (_Fatal, KafkaException) as again:
@@ -377,7 +405,7 @@ def run_eventstore(args: argparse.Namespace, history: History) -> None:
     import logging
 
     from kafka import KafkaProducer
-    from kafka.errors import InvalidRecordError
+    from kafka.errors import InvalidRecordError, KafkaError
 
     logging.basicConfig(level=logging.ERROR)
     rnd = random.Random(f"{args.seed}:{args.id}")
@@ -396,6 +424,9 @@ def run_eventstore(args: argparse.Namespace, history: History) -> None:
             request_timeout_ms=REQUEST_TIMEOUT_MS,
             delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
             max_block_ms=10_000,
+            # kafka-python gives its whole bootstrap deadline to one broker picked at
+            # random, which hangs on a cut link: short attempts, each a new pick.
+            bootstrap_timeout_ms=3_000,
         )
 
     def drop() -> None:
@@ -412,7 +443,7 @@ def run_eventstore(args: argparse.Namespace, history: History) -> None:
         if producer is None:
             try:
                 producer = make()
-            except Exception as exc:  # noqa: BLE001 - e.g. NoBrokersAvailable while cut off
+            except KafkaError as exc:  # e.g. NoBrokersAvailable while cut off
                 history.event("error", error=f"connect: {exc!r}")
                 STOP.wait(1.0)
                 continue
@@ -494,4 +525,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Past the last history line nothing is owed: a client library's teardown that
+    # waits on an unreachable broker must not keep the process alive.
+    os._exit(code)

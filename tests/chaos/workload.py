@@ -1,7 +1,8 @@
 """Jepsen-style workloads against a chaos cluster (chaos.cluster): idempotent producers
 and a consumer group on one topic, transactional producers and read_committed readers
 on another, event-store writers racing on a third; a poller sampling the groups'
-committed offsets; and the final read once the harness has healed everything. The run
+committed offsets (chaos.offsets_poller); and the final read once the harness has
+healed everything. The run
 directory's layout is chaos.saved_run's; chaos.checker judges it.
 
     workload = Workload(cluster, out_dir, seed)
@@ -25,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from .cluster import ChaosCluster
-from .final_read import FinalRead, group_offsets, take_final_read
+from .final_read import FinalRead, take_final_read
 from .history import HISTORY_DIR, History, read_events
+from .offsets_poller import CommittedPoller
 from .report import Report
 from .saved_run import write_meta
 
@@ -63,47 +64,6 @@ class Worker:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
-
-
-class CommittedPoller:
-    """Samples the groups' committed offsets every ``interval`` seconds from the
-    harness's namespace, into its own history (worker ``poller``): ``ok committed
-    {group, offsets: {"<topic>/<p>": offset}, started}`` (``started``: when the request
-    went out, ``time``: when it was answered) or ``fail committed {group, error}``."""
-
-    def __init__(self, bootstrap: str, groups: list[str], path: Path,
-                 interval: float = 0.5) -> None:
-        self.bootstrap = bootstrap
-        self.groups = groups
-        self.interval = interval
-        self.history = History(path, "poller", "poller")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chaos-poller", daemon=True)
-
-    def start(self) -> CommittedPoller:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        while not self._stop.is_set():
-            for group in self.groups:
-                started = time.time()
-                try:
-                    offsets = group_offsets(admin, group, 5.0)
-                except Exception as exc:  # noqa: BLE001 - a coordinator moving answers errors
-                    self.history.fail("committed", group=group, error=repr(exc), started=started)
-                else:
-                    self.history.ok("committed", group=group, offsets=offsets, started=started)
-            self._stop.wait(self.interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(30)
-        self.history.close()
 
 
 class Workload:
@@ -201,7 +161,7 @@ class Workload:
         }
         write_meta(self.out_dir, self.meta)
         self.poller = CommittedPoller(
-            self.cluster.bootstrap, list(self.groups.values()),
+            self.cluster, list(self.groups.values()),
             self.out_dir / HISTORY_DIR / "poller.jsonl", self.poll_interval,
         ).start()
         for w in self.workers.values():
