@@ -390,14 +390,23 @@ class Controller:
     def _write_states(self, writes: list[tuple[str, int, PartitionState, bool]]) -> None:
         client = self.session.client
         assert client is not None
-        for name, partition, _, created in writes:
-            if created:
-                client.ensure_path(f"{znodes.partitions_path(name)}/{partition}")
+        # A new partition's parent znode is created in the same transaction as its state:
+        # one round trip per topic to see which exist, not three per partition.
+        parents: dict[str, set[str]] = {}
+        for name, _, _, created in writes:
+            if created and name not in parents:
+                try:
+                    parents[name] = set(client.get_children(znodes.partitions_path(name)))
+                except NoNodeError:
+                    client.ensure_path(znodes.partitions_path(name))
+                    parents[name] = set()
         txn = client.transaction()
         txn.check(znodes.CONTROLLER_EPOCH, self._epoch_version)
         for name, partition, state, created in writes:
             path = znodes.state_path(name, partition)
             if created:
+                if str(partition) not in parents[name]:
+                    txn.create(f"{znodes.partitions_path(name)}/{partition}", b"")
                 txn.create(path, znodes.state_value(state))
             else:
                 txn.set_data(path, znodes.state_value(state), state.zk_version)
