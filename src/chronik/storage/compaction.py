@@ -258,16 +258,16 @@ class CompactionJob:
         # min.compaction.lag.ms: as Kafka, a segment holding a record younger than the lag,
         # and every segment after it, stays as written (and adds nothing to the key map).
         lag = log.config.min_compaction_lag_ms
-        unstable = log.producer_state.first_unstable_offset()
+        # Nothing at or past the last stable offset is cleaned: not an open transaction,
+        # nor what the ISR does not hold yet (the LSO is at most the high watermark), as
+        # a new leader may not have those records and this replica may be truncated.
+        stable = log.last_stable_offset
         bases = [*log._bases[1:]]
         cut = next(
             (
                 i
                 for i, seg in enumerate(closed)
-                if lag
-                and seg.max_timestamp > now_ms - lag
-                or unstable is not None
-                and bases[i] > unstable
+                if lag and seg.max_timestamp > now_ms - lag or bases[i] > stable
             ),
             len(closed),
         )

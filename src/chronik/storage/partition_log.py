@@ -1309,16 +1309,23 @@ class PartitionLog:
     # -- retention --------------------------------------------------------------------------
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments past retention.ms (by their largest timestamp) or beyond
-        retention.bytes, and any wholly below the log start offset. Returns how many."""
+        retention.bytes, and any wholly below the log start offset. Returns how many.
+        As Kafka's deletableSegments, retention takes only segments wholly below the high
+        watermark: records the ISR does not hold yet are never deleted by age or size."""
         cfg = self.config
         doomed = 0
         # Segments entirely below the log start offset (DeleteRecords) go in any case.
         while doomed < len(self.segments) - 1 and self._bases[doomed + 1] <= self._start_offset:
             doomed += 1
         if cfg.delete:
+            hw = self.high_watermark
+            # How many oldest segments lie wholly below the high watermark.
+            below = 0
+            while below < len(self.segments) - 1 and self._bases[below + 1] <= hw:
+                below += 1
             if cfg.retention_ms >= 0:
                 while (
-                    doomed < len(self.segments) - 1
+                    doomed < below
                     and now_ms - self.segments[doomed].max_timestamp > cfg.retention_ms
                 ):
                     doomed += 1
@@ -1326,6 +1333,7 @@ class PartitionLog:
                 if (
                     doomed == len(self.segments) - 1
                     and active.size
+                    and hw >= self._end_offset
                     and now_ms - active.max_timestamp > cfg.retention_ms
                 ):
                     try:
@@ -1336,7 +1344,7 @@ class PartitionLog:
             if cfg.retention_bytes >= 0:
                 excess = self.size_bytes - cfg.retention_bytes
                 excess -= sum(s.size for s in self.segments[:doomed])
-                while doomed < len(self.segments) - 1 and excess - self.segments[doomed].size >= 0:
+                while doomed < below and excess - self.segments[doomed].size >= 0:
                     excess -= self.segments[doomed].size
                     doomed += 1
         if doomed:
