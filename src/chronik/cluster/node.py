@@ -50,6 +50,8 @@ PRODUCER_ID_BLOCK = 1000
 # tries again; the old registration goes when ZooKeeper expires that session.
 REGISTER_RETRY_SECONDS = 0.5
 RECONCILE_DEBOUNCE_SECONDS = 0.02
+LOAD_RETRY_MAX_SECONDS = 10.0
+ROLES_DEBOUNCE_SECONDS = 0.05
 
 
 class InvalidReplicationFactor(StorageError):
@@ -129,6 +131,8 @@ class ClusterNode:
         self._session_lost = False
         self._stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._roles_sync: asyncio.TimerHandle | None = None
+        self._reconcile_lock = asyncio.Lock()
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -264,8 +268,22 @@ class ClusterNode:
             self._spawn(self._try_elect())
         if self._reconciling is not None and not self._reconciling.done():
             self._reconcile_again = True  # the running pass goes round once more
+            # A pass storing a large topic takes seconds; roles of the partitions stored
+            # already follow the view meanwhile, once per burst of changes.
+            if self._roles_sync is None and self.view.loaded:
+                self._roles_sync = asyncio.get_running_loop().call_later(
+                    ROLES_DEBOUNCE_SECONDS, self._sync_roles
+                )
         else:
             self._reconciling = asyncio.get_running_loop().create_task(self._reconcile_loop())
+
+    def _sync_roles(self) -> None:
+        self._roles_sync = None
+        if self._stopping:
+            return
+        self.replicas.sync()
+        self._follow_offsets_leadership()
+        self._follow_transaction_leadership()
 
     # -- storage follows the view -----------------------------------------------------
 
@@ -291,7 +309,13 @@ class ClusterNode:
         topic configs, and hand __consumer_offsets partitions to the group coordinator
         as leadership comes and goes. Partitions are created stepwise (run_stepwise), so
         the loop serves requests meanwhile; a change of the view meanwhile brings another
-        pass."""
+        pass. One pass at a time: two passes storing the same new topic would each create
+        its partition directories, and the one that lost would delete them under the
+        other's logs."""
+        async with self._reconcile_lock:
+            await self._reconcile_pass()
+
+    async def _reconcile_pass(self) -> None:
         if not self.view.loaded or self._stopping:
             return
         catalog = self.broker.catalog
@@ -308,6 +332,9 @@ class ClusterNode:
                     name, catalog.data_dir, self.cluster_id,
                 )
         self._known_topics = set(self.view.topics)
+        # Roles of partitions stored already are taken up before new ones are stored,
+        # which for a large topic takes seconds: a failover is not held up by it.
+        self._sync_roles()
         for topic in list(self.view.topics.values()):
             local = catalog.get(topic.name)
             if local is not None and local.topic_id != topic.assignment.topic_id:
@@ -382,7 +409,7 @@ class ClusterNode:
             self._unload_offsets(partition)
         for partition in sorted(led - self._loaded_offsets):
             self._loaded_offsets.add(partition)
-            self._spawn(coordinator.load_partition(partition))
+            self._spawn(self._load(coordinator, partition, self._loaded_offsets))
 
     def _follow_transaction_leadership(self) -> None:
         """The transaction coordinator serves the __transaction_state partitions this
@@ -397,7 +424,19 @@ class ClusterNode:
             txn.unload_partition(partition)
         for partition in sorted(led - self._loaded_txn):
             self._loaded_txn.add(partition)
-            self._spawn(txn.load_partition(partition))
+            self._spawn(self._load(txn, partition, self._loaded_txn))
+
+    async def _load(self, coordinator: Any, partition: int, led: set[int]) -> None:
+        """Load a coordinator's partition, and again after a failure (logged by the
+        coordinator) for as long as this broker leads it, as Kafka's coordinators are
+        loaded again rather than left answering NOT_COORDINATOR."""
+        delay = REGISTER_RETRY_SECONDS
+        while not self._stopping and partition in led:
+            await coordinator.load_partition(partition)
+            if coordinator.is_loaded(partition) or partition not in led:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, LOAD_RETRY_MAX_SECONDS)
 
     def _unload_offsets(self, partition: int) -> None:
         self._loaded_offsets.discard(partition)
@@ -414,7 +453,10 @@ class ClusterNode:
         return self.view.leader_of(topic, partition)
 
     def local_log(self, topic: str, partition: int) -> PartitionLog | None:
-        """The log of a partition this broker leads now, else None."""
+        """The log of a partition this broker leads now, else None. Leading means the
+        view names this broker and the replica manager has taken up that leadership at
+        the view's epoch: until then (storing a large topic, a checkpoint that cannot be
+        written) the partition is not served here."""
         if self.view.leader_of(topic, partition) != self.node_id:
             return None
         local = self.broker.catalog.get(topic)
@@ -423,7 +465,11 @@ class ClusterNode:
         view = self.view.topics.get(topic)
         if view is None or local.topic_id != view.assignment.topic_id:
             return None
-        return local.log(partition)
+        state = view.states.get(partition)
+        if state is None:
+            return None
+        plog = self.replicas.leading(topic, partition, state.leader_epoch)
+        return plog if plog is not None and plog is local.log(partition) else None
 
     def is_local_leader(self, topic: str, partition: int) -> bool:
         return self.local_log(topic, partition) is not None

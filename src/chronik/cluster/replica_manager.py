@@ -11,13 +11,19 @@ high watermark covers them. As follower it is fed by a ReplicaFetcher per leader
 (chronik.cluster.replica_fetcher), which truncates a divergent tail first.
 
 Roles follow the partition states in the cluster view: `sync` runs after every change
-of the view has been stored locally.
+of the view has been stored locally. Handlers serve a partition as its leader only once
+this manager has taken up leadership at the view's leader epoch (`leading`), so nothing
+is appended under a leadership the replica manager has not set up: no batch without the
+leader's epoch, no fetcher from the old leader still running, no follower state missing.
+A leadership that cannot be taken up (the leader-epoch checkpoint cannot be written, a
+full disk) leaves the partition unserved here and is tried again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -37,6 +43,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chronik.replication")
 
+# ISR changes are logged together after this long.
+ISR_NEWS_SECONDS = 0.5
 LEADER = "leader"
 FOLLOWER = "follower"
 
@@ -68,6 +76,10 @@ class Replica:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
     isr_writing: bool = False
+    # Leader: the ISR of a write to ZooKeeper in flight. Until it lands the high
+    # watermark counts the members of both (Kafka's maximal ISR, KIP-497): a joining
+    # follower may already be in ZooKeeper's ISR, so it must hold what is acknowledged.
+    pending_isr: tuple[int, ...] | None = None
     # Follower: truncate (OffsetForLeaderEpoch) before the next fetch.
     needs_truncation: bool = False
     paused_until: float = 0.0  # follower: no fetch before this (monotonic seconds)
@@ -101,6 +113,10 @@ class ReplicaManager:
         self.isr_expands = 0
         self._stopping = False
         self._news: dict[str, list[str]] = {}
+        self._isr_news: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []
+        self._isr_news_flush: asyncio.TimerHandle | None = None
+        self._retry: asyncio.TimerHandle | None = None
+        self._failed_roles: set[tuple[str, int]] = set()  # logged once until taken up
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -109,6 +125,10 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         self._stopping = True
+        for timer in (self._retry, self._isr_news_flush):
+            if timer is not None:
+                timer.cancel()
+        self._flush_isr_news()
         for replica in self.replicas.values():
             self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
         tasks = [f.stop() for f in self._fetchers.values()]
@@ -155,7 +175,13 @@ class ReplicaManager:
                     self.replicas[key] = replica
                     self._by_log[id(plog)] = replica
                 replica.assigned = list(assigned)
-                self._follow_state(replica, state)
+                try:
+                    self._follow_state(replica, state)
+                except Exception:
+                    # One partition's failure must not leave the others' roles behind.
+                    log.exception("%s: cannot take up its role; trying again", replica.name)
+                    self._step_aside(replica)
+                    self._retry_soon()
         for key in [k for k in self.replicas if k not in seen]:
             self._drop(self.replicas.pop(key))
         # One line per kind of change, however many partitions it touched.
@@ -187,16 +213,22 @@ class ReplicaManager:
 
     def _become_leader(self, replica: Replica, state: PartitionState) -> None:
         plog = replica.log
+        # The epoch checkpoint first: if it cannot be written nothing has changed yet, and
+        # this broker neither serves the partition nor counts anyone's fetches for it.
+        try:
+            plog.epochs.assign(state.leader_epoch, plog.end_offset)
+        except OSError as exc:
+            if replica.key not in self._failed_roles:
+                self._failed_roles.add(replica.key)
+                log.error("%s: cannot lead it at epoch %d: leader-epoch checkpoint not "
+                          "written (%s); trying again", replica.name, state.leader_epoch,
+                          exc.strerror or exc)
+            self._step_aside(replica)
+            self._retry_soon()
+            return
+        if self._failed_roles:
+            self._failed_roles.discard(replica.key)
         was = replica.role
-        replica.role = LEADER
-        replica.leader_id = self.node_id
-        replica.leader_epoch = state.leader_epoch
-        replica.isr, replica.isr_version = state.isr, state.zk_version
-        replica.needs_truncation = False
-        plog.replicated = True
-        plog.leader_epoch = state.leader_epoch
-        plog.epochs.assign(state.leader_epoch, plog.end_offset)
-        replica.epoch_start_offset = plog.end_offset
         now = _now_ms()
         followers: dict[int, FollowerState] = {}
         for broker in replica.assigned:
@@ -208,6 +240,15 @@ class ReplicaManager:
                 last_caught_up_ms=now if broker in state.isr else 0
             )
         replica.followers = followers
+        replica.leader_id = self.node_id
+        replica.leader_epoch = state.leader_epoch
+        replica.isr, replica.isr_version = state.isr, state.zk_version
+        replica.pending_isr = None
+        replica.needs_truncation = False
+        replica.epoch_start_offset = plog.end_offset
+        plog.replicated = True
+        plog.leader_epoch = state.leader_epoch
+        replica.role = LEADER
         if was == FOLLOWER:  # a failover; new partitions' first roles are not news
             self._news.setdefault("leads", []).append(replica.name)
             log.debug(
@@ -217,6 +258,26 @@ class ReplicaManager:
             )
         self._maybe_advance_hw(replica)
         self.node.broker.wake_fetches(plog)
+
+    def _step_aside(self, replica: Replica) -> None:
+        """Neither leader nor follower: requests for the partition are refused here until
+        its role can be taken up."""
+        self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
+        replica.role = ""
+        replica.leader_epoch = -1
+        replica.followers = {}
+        replica.pending_isr = None
+        replica.log.leader_epoch = -1
+        self.node.broker.wake_fetches(replica.log)
+
+    def _retry_soon(self) -> None:
+        if self._retry is None and not self._stopping:
+            self._retry = asyncio.get_running_loop().call_later(self.backoff * 10,
+                                                                self._retry_sync)
+
+    def _retry_sync(self) -> None:
+        self._retry = None
+        self.sync()
 
     def _become_follower(self, replica: Replica, state: PartitionState) -> None:
         self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
@@ -314,7 +375,8 @@ class ReplicaManager:
         current_leader_epoch: int,
     ) -> int:
         """A follower fetches ``fetch_offset``: its log end offset. Returns the error code
-        for its partition."""
+        for its partition; only a fetch at a valid offset counts for the ISR and the high
+        watermark (Kafka updates a follower's state from a read that succeeded)."""
         replica = self.replicas.get((topic, partition))
         if replica is None or replica.role != LEADER:
             return errors.NOT_LEADER_OR_FOLLOWER
@@ -328,6 +390,12 @@ class ReplicaManager:
             return errors.REPLICA_NOT_AVAILABLE
         plog = replica.log
         leo = plog.end_offset
+        if fetch_offset > leo:
+            # A log longer than the leader's has a tail to truncate: it holds nothing the
+            # leader can vouch for, so it neither joins the ISR nor moves the high watermark.
+            return errors.OFFSET_OUT_OF_RANGE
+        if fetch_offset < plog.start_offset:
+            return errors.NONE  # the read answers OFFSET_OUT_OF_RANGE with the log start
         now = _now_ms()
         # Kafka's Replica.updateFetchState: caught up to the leader's end now, or to the
         # end it had at the previous fetch.
@@ -337,18 +405,25 @@ class ReplicaManager:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.last_fetch_leader_leo = leo
         follower.last_fetch_ms = now
-        follower.leo = min(fetch_offset, leo)
-        if replica_id not in replica.isr and self._may_join_isr(replica, follower):
-            self._spawn(self._write_isr(replica, (*replica.isr, replica_id), "expand"))
+        follower.leo = fetch_offset
+        if (
+            replica_id not in replica.isr
+            and not replica.isr_writing
+            and self._may_join_isr(replica, replica_id, follower)
+        ):
+            self._spawn(self._write_isr(replica, (*replica.isr, replica_id)))
         self._maybe_advance_hw(replica)
         return errors.NONE
 
-    def _may_join_isr(self, replica: Replica, follower: FollowerState) -> bool:
+    def _may_join_isr(self, replica: Replica, broker: int, follower: FollowerState) -> bool:
         # Kafka's isFollowerInSync: at the high watermark, and holding everything of
-        # earlier epochs (so it has truncated whatever diverged).
+        # earlier epochs (so it has truncated whatever diverged); and, as KIP-841 has it,
+        # a broker registered in the cluster: the controller takes out of the ISR at
+        # once any broker that is not, so adding one would only flap.
         return (
             follower.leo >= replica.log.high_watermark
             and follower.leo >= replica.epoch_start_offset
+            and broker in self.node.view.brokers
         )
 
     def leader_appended(self, plog: Any) -> None:
@@ -361,12 +436,14 @@ class ReplicaManager:
             return
         plog = replica.log
         low = plog.end_offset
-        for broker in replica.isr:
+        members = set(replica.isr) | set(replica.pending_isr or ())
+        for broker in members:
             if broker == self.node_id:
                 continue
             follower = replica.followers.get(broker)
-            if follower is not None:
-                low = min(low, follower.leo)
+            # A member this leader has no state for has been seen by nobody: it holds
+            # nothing yet, as far as the high watermark is concerned.
+            low = min(low, follower.leo if follower is not None else -1)
         if low >= 0 and plog.set_high_watermark(low):
             self._release_waiters(replica)
             self.node.broker.wake_fetches(plog)
@@ -402,7 +479,7 @@ class ReplicaManager:
                 ]
                 if out:
                     keep = tuple(b for b in replica.isr if b not in out)
-                    self._spawn(self._write_isr(replica, keep, "shrink"))
+                    self._spawn(self._write_isr(replica, keep))
 
     def _lagging(self, replica: Replica, broker: int, now: int) -> bool:
         follower = replica.followers.get(broker)
@@ -412,55 +489,87 @@ class ReplicaManager:
             return False  # caught up, even if it has not fetched for a while
         return now - follower.last_caught_up_ms > self.lag_max_ms
 
-    async def _write_isr(self, replica: Replica, isr: tuple[int, ...], why: str) -> None:
-        if replica.isr_writing or replica.role != LEADER:
+    async def _write_isr(self, replica: Replica, isr: tuple[int, ...]) -> None:
+        """Write a new ISR into the partition's state znode, as the leader at its epoch,
+        conditional on the znode version this leader last saw (Kafka's
+        updateLeaderAndIsr): a change the controller made meanwhile (a dead broker
+        removed) is never written over; it is taken up instead and judged again."""
+        if replica.isr_writing or replica.role != LEADER or isr == replica.isr:
             return
         replica.isr_writing = True
-        epoch = replica.leader_epoch
+        replica.pending_isr = isr
+        epoch, version = replica.leader_epoch, replica.isr_version
         try:
-            version = await self.node.session.run(
-                self._write_isr_znode, replica.topic, replica.partition, epoch, isr
+            outcome = await self.node.session.run(
+                self._write_isr_znode, replica.topic, replica.partition,
+                PartitionState(self.node_id, epoch, isr, replica.controller_epoch), version,
             )
         except Exception as exc:
             log.debug("%s: ISR %s not written: %s", replica.name, list(isr), exc)
-            version = None
+            outcome = None
         finally:
             replica.isr_writing = False
-        if version is None or replica.role != LEADER or replica.leader_epoch != epoch:
+            replica.pending_isr = None
+        if outcome is None or replica.role != LEADER or replica.leader_epoch != epoch:
+            self._maybe_advance_hw(replica)
             return
+        written, current = outcome
         old = replica.isr
-        replica.isr, replica.isr_version = isr, version
-        if why == "shrink":
-            self.isr_shrinks += 1
-        else:
-            self.isr_expands += 1
-        log.info("%s: ISR %s -> %s", replica.name, list(old), list(isr))
+        if (
+            current.zk_version > replica.isr_version
+            and current.leader == self.node_id
+            and current.leader_epoch == epoch
+        ):
+            replica.isr, replica.isr_version = current.isr, current.zk_version
+        if written and old != replica.isr:
+            if len(replica.isr) < len(old):
+                self.isr_shrinks += 1
+            else:
+                self.isr_expands += 1
+            self._isr_news.append((replica.name, old, replica.isr))
+            if self._isr_news_flush is None:
+                self._isr_news_flush = asyncio.get_running_loop().call_later(
+                    ISR_NEWS_SECONDS, self._flush_isr_news
+                )
+        elif not written:
+            log.debug("%s: ISR %s not written: the state changed meanwhile (now %s)",
+                      replica.name, list(isr), list(current.isr))
         self._maybe_advance_hw(replica)
 
+    def _flush_isr_news(self) -> None:
+        """ISR changes logged together: one line per distinct change, naming its
+        partitions (a broker rejoining changes many at once)."""
+        self._isr_news_flush = None
+        news, self._isr_news = self._isr_news, []
+        by_change: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str]] = {}
+        for name, old, new in news:
+            by_change.setdefault((old, new), []).append(name)
+        for (old, new), names in by_change.items():
+            more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+            log.info("ISR %s -> %s for %d partitions (%s%s)", list(old), list(new),
+                     len(names), ", ".join(names[:5]), more)
+
     def _write_isr_znode(
-        self, topic: str, partition: int, epoch: int, isr: tuple[int, ...]
-    ) -> int | None:
-        """Kafka's leader-side ISR update in ZooKeeper mode: a conditional write that
-        gives up if the controller has moved the partition on (another leader or epoch)."""
+        self, topic: str, partition: int, new: PartitionState, version: int
+    ) -> tuple[bool, PartitionState] | None:
+        """On a ZooKeeper thread: set the state znode to ``new`` if its version is still
+        ``version``. (written, the state now in ZooKeeper), or None when the znode is
+        gone."""
         client = self.node.session.client
         assert client is not None
         path = znodes.state_path(topic, partition)
-        for _ in range(3):
-            try:
-                data, stat = client.get(path)
-            except NoNodeError:
-                return None
-            current = znodes.parse_state(data, stat.version)
-            if current.leader != self.node_id or current.leader_epoch != epoch:
-                return None
-            if current.isr == isr:
-                return stat.version
-            new = PartitionState(self.node_id, epoch, isr, current.controller_epoch)
-            try:
-                return client.set(path, znodes.state_value(new), stat.version).version
-            except BadVersionError:
-                continue
-        return None
+        try:
+            stat = client.set(path, znodes.state_value(new), version)
+            return True, dataclasses.replace(new, zk_version=stat.version)
+        except BadVersionError:
+            pass
+        except NoNodeError:
+            return None
+        try:
+            data, stat = client.get(path)
+        except NoNodeError:
+            return None
+        return False, znodes.parse_state(data, stat.version)
 
     # -- leader: acks=all ------------------------------------------------------------------
 
@@ -506,7 +615,20 @@ class ReplicaManager:
             )
         return errors.NONE, None
 
-    # -- what metrics and tools ask --------------------------------------------------------
+    # -- what handlers, metrics and tools ask -------------------------------------------------
+
+    def leading(self, topic: str, partition: int, leader_epoch: int) -> PartitionLog | None:
+        """The log of a partition this broker leads at ``leader_epoch`` (the view's), else
+        None: also while the view says so but leadership is not taken up yet."""
+        replica = self.replicas.get((topic, partition))
+        if (
+            replica is None
+            or replica.role != LEADER
+            or replica.leader_epoch != leader_epoch
+            or replica.log.closed
+        ):
+            return None
+        return replica.log
 
     def is_leader(self, topic: str, partition: int) -> bool:
         replica = self.replicas.get((topic, partition))

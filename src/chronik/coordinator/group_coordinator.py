@@ -240,6 +240,10 @@ class GroupCoordinator:
         except ValueError:
             return False
 
+    def is_loaded(self, partition: int) -> bool:
+        """Whether the partition's state is loaded and served here."""
+        return partition in self._loaded
+
     def unload_partition(self, partition: int) -> None:
         """Forget the groups of a partition this broker no longer leads: held JoinGroup and
         SyncGroup requests are answered NOT_COORDINATOR and their timers stop, as in

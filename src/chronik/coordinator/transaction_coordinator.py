@@ -179,6 +179,10 @@ class TransactionCoordinator:
                 del self._loading[partition]
             done.set_result(None)
 
+    def is_loaded(self, partition: int) -> bool:
+        """Whether the partition's state is loaded and served here."""
+        return partition in self._loaded
+
     def unload_partition(self, partition: int) -> None:
         self._loading.pop(partition, None)
         self._loaded.discard(partition)
