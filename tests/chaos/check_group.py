@@ -98,6 +98,8 @@ def check_group(run: Run, report: Report, role: str, readable: dict[int, dict[in
             report.add("skipped", f"group {group}, {key}: committed up to {committed}, but no "
                                   f"member read the {len(skipped)} records at offsets "
                                   f"{_ranges(skipped)}")
+    figures["unread"] = sum(1 for p, rows in readable.items() for o, v in rows.items()
+                            if (o, v) not in read[p])
     report.figures[f"group_{role}"] = {**figures, "members": len(members),
                                         "poller_samples": sum(len(s) for s in samples.values())}
 

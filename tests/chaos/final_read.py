@@ -162,7 +162,9 @@ def group_offsets(admin: Any, group: str, timeout: float = 10.0) -> dict[str, in
     }
 
 
-def _watermarks(bootstrap: str, topics: Mapping[str, int], isolation: str) -> dict[str, int]:
+def watermarks(bootstrap: str, topics: Mapping[str, int], isolation: str) -> dict[str, int]:
+    """``"<topic>/<p>" -> `` the end a consumer of ``isolation`` sees: the high watermark
+    (read_uncommitted) or the last stable offset (read_committed), as the leaders answer."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-final-read",
@@ -188,8 +190,8 @@ def _wait_stable(
     previous: dict[str, int] | None = None
     while True:
         try:
-            high = _watermarks(bootstrap, topics, "read_uncommitted")
-            stable = _watermarks(bootstrap, topics, "read_committed")
+            high = watermarks(bootstrap, topics, "read_uncommitted")
+            stable = watermarks(bootstrap, topics, "read_committed")
         except Exception:  # noqa: BLE001 - a broker still electing answers errors
             high, stable = {}, {}
         settled = bool(high) and high == previous and all(
@@ -270,7 +272,7 @@ def take_final_read(
         partitions, problems = _save_replicas(cluster, base, topics, full, high, stable)
         fetched, unfinished = _save_fetches(cluster.bootstrap, base, topics, committed_topics,
                                             timeout)
-        after = _watermarks(cluster.bootstrap, topics, "read_uncommitted")
+        after = watermarks(cluster.bootstrap, topics, "read_uncommitted")
         moved = [f"{k}: {v} -> {after.get(k)}" for k, v in high.items() if after.get(k) != v]
         if not moved:
             break

@@ -2,12 +2,14 @@
 
 Layout of ``<out_dir>``:
 
-- ``run.json``: ``{"seed", "bootstrap", "started", "stopped", "topics": {"<role>":
+- ``run.json``: ``{"seed", "bootstrap", "started", "stopped", "drained", "topics": {"<role>":
   {"name", "partitions", "config"}}, "groups": {"<role>": "<group id>"}, "workers":
   [{"id", "kind", "node", "argv", "topic", "group"}]}``. Topic roles: ``queue`` (the
   producers' topic, read by the consumer group), ``txn`` (the transactional producers'),
   ``events`` (the event-store writers'); group roles: ``queue`` and ``txn`` (the
-  read_committed readers of the transactions topic).
+  read_committed readers of the transactions topic). ``drained``: whether, once the
+  writers had stopped, every group committed up to the end of its partitions before its
+  members were stopped.
 - ``history/<worker>.jsonl``: the histories (chaos.history), the poller's and the
   harness's among them.
 - ``final/``: the final read (chaos.final_read).

@@ -17,13 +17,13 @@ KIND is one of:
 - ``consumer``: a member of group ``--group`` subscribed to the topic, auto commit off,
   isolation ``--isolation``. ``event start {incarnation}``, ``event assign/revoke
   {partitions}``, ``ok read {records: [[partition, offset, key, value], ...]}`` after each
-  poll, and about every ``--commit-every`` seconds (and on revoke and stop) a synchronous
-  commit of its positions: ``invoke commit {offsets}``, then ``ok commit {offsets,
-  invoked}`` (``offsets``: {partition: next offset to read}; ``invoked``: the invoke's
-  time) or ``fail``/``info commit {offsets, invoked, error}``. A commit unanswered after
-  12 s is recorded ``info`` and reading goes on; its answer, if it comes, is recorded
-  too. The harness kills it with kill -9 and starts it again with ``--incarnation`` one
-  higher.
+  poll, and about every ``--commit-every`` seconds (and on revoke and stop) a commit of
+  its positions, awaited before the next one: ``invoke commit {offsets}``, then ``ok
+  commit {offsets, invoked}`` (``offsets``: {partition: next offset to read};
+  ``invoked``: the invoke's time) or ``fail``/``info commit {offsets, invoked, error}``.
+  A commit unanswered after 12 s is recorded ``info`` and the next may go; its answer,
+  if it comes, is recorded too. The harness kills it with kill -9 and starts it again
+  with ``--incarnation`` one higher.
 - ``txn``: a transactional producer (transactional.id ``chaos-<id>``); each transaction
   writes 1-2 records to each of 2-3 partitions and then commits or aborts at random
   (``--commit-ratio``): ``invoke txn {txn, decision, records: [[partition, value], ...]}``,
@@ -186,32 +186,48 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
     consumer: Any = None
-    # librdkafka's synchronous commit has no deadline of its own: with no coordinator
-    # reachable it waits on. It runs on a thread, one at a time, waited for a bounded
-    # time; an answer that comes later is still recorded.
-    pending: list[threading.Thread] = []
+    # Commits waiting for their answer, oldest first: {"offsets", "invoked", "due",
+    # "late"}. librdkafka's synchronous commit has no deadline (with no coordinator
+    # reachable it waits on) and, called off the polling thread during a rebalance, can
+    # wait forever: commits are sent asynchronously, one at a time, their answers come
+    # through on_commit while reading goes on, and one unanswered after COMMIT_WAIT_S is
+    # recorded info (a later answer is still recorded).
+    pending: list[dict[str, Any]] = []
 
-    def commit_now(positions: list[Any], offsets: dict[str, int], invoked: float) -> None:
-        try:
-            result = consumer.commit(offsets=positions, asynchronous=False)
-        except KafkaException as exc:
-            err = exc.args[0]
+    def on_commit(err: Any, partitions: list[Any]) -> None:
+        offsets = {str(tp.partition): tp.offset for tp in partitions}
+        match = next((c for c in pending if c["offsets"] == offsets), None)
+        if match is not None:
+            pending.remove(match)
+        invoked = {"invoked": match["invoked"]} if match is not None else {}
+        if err is not None and err.code() != KafkaError.NO_ERROR:
+            if err.code() == KafkaError._NO_OFFSET:
+                return
             # A broker's answer (code > 0) refused it; a local error leaves it unknown.
             record = history.fail if err.code() > 0 else history.info
-            record("commit", offsets=offsets, invoked=invoked, error=str(err))
+            record("commit", offsets=offsets, error=str(err), **invoked)
             return
-        done = {str(tp.partition): tp.offset for tp in result if tp.error is None}
-        refused = {str(tp.partition): tp.offset for tp in result if tp.error is not None}
+        done = {str(tp.partition): tp.offset for tp in partitions if tp.error is None}
+        refused = {str(tp.partition): tp.offset for tp in partitions if tp.error is not None}
         if done:
-            history.ok("commit", offsets=done, invoked=invoked)
+            history.ok("commit", offsets=done, **invoked)
         if refused:
-            errors = sorted({str(tp.error) for tp in result if tp.error is not None})
-            history.fail("commit", offsets=refused, invoked=invoked, error="; ".join(errors))
+            errors = sorted({str(tp.error) for tp in partitions if tp.error is not None})
+            history.fail("commit", offsets=refused, error="; ".join(errors), **invoked)
 
-    def commit(wait: float = COMMIT_WAIT_S) -> None:
-        if pending and pending[0].is_alive():
+    def waiting() -> bool:
+        """Whether a commit still awaits its answer in time (expired ones recorded)."""
+        now = time.monotonic()
+        for c in pending:
+            if not c["late"] and now > c["due"]:
+                c["late"] = True
+                history.info("commit", offsets=c["offsets"], invoked=c["invoked"],
+                             error=f"no answer in {COMMIT_WAIT_S:.0f}s (still waiting)")
+        return any(not c["late"] for c in pending)
+
+    def commit() -> None:
+        if waiting():
             return
-        pending.clear()
         try:
             assigned = consumer.assignment()
             positions = [tp for tp in consumer.position(assigned) if tp.offset >= 0]
@@ -222,20 +238,22 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
             return
         offsets = {str(tp.partition): tp.offset for tp in positions}
         invoked = history.invoke("commit", offsets=offsets)["time"]
-        thread = threading.Thread(target=commit_now, args=(positions, offsets, invoked),
-                                  daemon=True)
-        pending.append(thread)
-        thread.start()
-        thread.join(wait)
-        if thread.is_alive():
-            history.info("commit", offsets=offsets, invoked=invoked,
-                         error=f"no answer in {wait:.0f}s (still waiting)")
+        pending.append({"offsets": offsets, "invoked": invoked, "late": False,
+                        "due": time.monotonic() + COMMIT_WAIT_S})
+        try:
+            consumer.commit(offsets=positions, asynchronous=True)
+        except KafkaException as exc:
+            pending.pop()
+            err = exc.args[0]
+            record = history.fail if err.code() > 0 else history.info
+            record("commit", offsets=offsets, invoked=invoked, error=str(err))
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
         history.event("assign", partitions=sorted(p.partition for p in partitions))
 
     def on_revoke(c: Any, partitions: list[Any]) -> None:
-        # Eager rebalancing: what was read is committed before another member takes it.
+        # Eager rebalancing: what was read is committed before another member takes it
+        # (the request goes out now; the coordinator takes it before the rebalance ends).
         commit()
         history.event("revoke", partitions=sorted(p.partition for p in partitions))
 
@@ -253,27 +271,39 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
         "heartbeat.interval.ms": 1000,
         "max.poll.interval.ms": 60000,
         "socket.timeout.ms": REQUEST_TIMEOUT_MS,
+        "on_commit": on_commit,
     })
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     rnd = random.Random(f"{args.seed}:{args.id}:{args.incarnation}")
     due = time.monotonic() + args.commit_every * rnd.uniform(0.5, 1.5)
-    unread_errors = 0
-    while not STOP.is_set():
+    errors_seen = 0
+
+    def read(timeout: float) -> None:
+        nonlocal errors_seen
         records = []
-        for msg in consumer.consume(200, 0.5):
+        for msg in consumer.consume(200, timeout):
             err = msg.error()
             if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF and unread_errors < 1000:
-                    unread_errors += 1
+                if err.code() != KafkaError._PARTITION_EOF and errors_seen < 1000:
+                    errors_seen += 1
                     history.event("error", error=str(err))
                 continue
             records.append([msg.partition(), msg.offset(), text(msg.key()), text(msg.value())])
         if records:
             history.ok("read", records=records)
+
+    while not STOP.is_set():
+        read(0.5)
         if time.monotonic() >= due:
             commit()
             due = time.monotonic() + args.commit_every * rnd.uniform(0.5, 1.5)
-    commit(STOP_GRACE_S)
+    # The last commit: what was read up to now, its answer awaited a bounded time.
+    deadline = time.monotonic() + STOP_GRACE_S
+    while waiting() and time.monotonic() < deadline:
+        read(0.2)
+    commit()
+    while waiting() and time.monotonic() < deadline:
+        read(0.2)
     closing = threading.Thread(target=consumer.close, daemon=True)
     closing.start()
     closing.join(COMMIT_WAIT_S)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .cluster import ChaosCluster
-from .final_read import FinalRead, take_final_read
+from .final_read import FinalRead, group_offsets, take_final_read, watermarks
 from .history import HISTORY_DIR, History, read_events
 from .offsets_poller import CommittedPoller
 from .report import Report
@@ -240,15 +240,33 @@ class Workload:
             self.wait_started([wid])
         return wid
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM every worker and wait for them to finish (they record the outcomes
-        they still get); kill -9 whoever is left after ``timeout``."""
-        for w in self.workers.values():
+    def stop(self, timeout: float = 60.0, drain: float = 30.0) -> None:
+        """Stop the writers (SIGTERM; they record the outcomes they still get), let the
+        consumers read on until their groups have committed everything (at most
+        ``drain`` seconds: a cluster still cut up may never let them), then stop the
+        consumers. Whoever has not exited ``timeout`` seconds after its SIGTERM is
+        killed with kill -9."""
+        writers = [w for w in self.workers.values() if w.kind != "consumer"]
+        readers = [w for w in self.workers.values() if w.kind == "consumer"]
+        self._terminate(writers, timeout)
+        drained = self._drain(drain) if drain > 0 else False
+        self._note("drained" if drained else "not-drained")
+        self._terminate(readers, timeout)
+        if self.poller is not None:
+            self.poller.stop()
+            self.poller = None
+        if self.meta:
+            self.meta["stopped"] = time.time()
+            self.meta["drained"] = drained
+            write_meta(self.out_dir, self.meta)
+
+    def _terminate(self, workers: list[Worker], timeout: float) -> None:
+        for w in workers:
             if w.running:
                 assert w.proc is not None
                 w.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for w in self.workers.values():
+        for w in workers:
             if w.proc is None:
                 continue
             try:
@@ -258,12 +276,30 @@ class Workload:
                 status = w.proc.wait()
                 self._note("kill", target=w.id, reason="did not stop in time")
             self._note("exited", target=w.id, status=status)
-        if self.poller is not None:
-            self.poller.stop()
-            self.poller = None
-        if self.meta:
-            self.meta["stopped"] = time.time()
-            write_meta(self.out_dir, self.meta)
+
+    def _drain(self, timeout: float) -> bool:
+        """Whether, within ``timeout``, each group committed up to the end of every
+        partition it reads (the last stable offset for read_committed readers)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap})
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if all(self._group_done(admin, role) for role in self.groups):
+                    return True
+            except Exception:  # noqa: BLE001 - a cluster still in trouble answers errors
+                pass
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+
+    def _group_done(self, admin: Any, role: str) -> bool:
+        spec = self.topics[role]
+        isolation = "read_committed" if role == "txn" else "read_uncommitted"
+        ends = watermarks(self.cluster.bootstrap, {spec.name: spec.partitions}, isolation)
+        committed = group_offsets(admin, self.groups[role], 5.0)
+        return all(committed.get(k, -1) >= end for k, end in ends.items() if end > 0)
 
     def final_read(self, timeout: float = 120.0) -> FinalRead:
         """After the harness healed the network and restarted what it stopped: every
