@@ -147,8 +147,11 @@ class ZkSession:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._on_state: list[Callable[[str], None]] = []
         self._closed = False
-        # kazoo logs every dropped connection at INFO; the session's own lines say more.
+        # kazoo logs every dropped connection at INFO, and every failed attempt to connect
+        # again at WARNING (one a second while ZooKeeper is away). The broker's own lines
+        # say it once: connection lost, session expired, reconnected.
         logging.getLogger("kazoo").setLevel(logging.WARNING)
+        logging.getLogger("kazoo.client").setLevel(logging.ERROR)
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
