@@ -74,6 +74,8 @@ def test_every_workload_without_faults_finds_no_anomaly(tmp_path: Path) -> None:
     assert f["group_queue"]["reads"] > 0 and f["group_queue"]["commits"] > 0
     assert f["group_queue"]["restarts"] == 1 and f["group_queue"]["poller_samples"] > 0
     assert f["group_txn"]["reads"] > 0
+    # The groups were drained before their members stopped: every record was read.
+    assert f["group_queue"]["unread"] == 0 and f["group_txn"]["unread"] == 0
     txns = f["transactions"]
     assert txns["committed"] > 0 and txns["aborted"] > 0 and txns["unknown"] == 0
     events = f["eventstore"]

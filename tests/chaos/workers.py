@@ -10,8 +10,8 @@ KIND is one of:
   records a second, key ``k<i>`` (i < ``--keys``) to partition ``i % N``, each value
   unique, ``<id>-k<i>-<seq:06d>`` with ``seq`` counting that key's sends. Events:
   ``invoke send {key, value, partition, gen}``, then ``ok send {value, partition, offset}``,
-  ``info send {value, error}`` (a delivery error: it may still be written) or ``fail send
-  {value, error}`` (never handed to the client, or purged unsent at stop). ``gen`` counts
+  ``info send {value, error}`` (a delivery error, a purge at stop: it may still be
+  written) or ``fail send {value, error}`` (refused by the client, never sent). ``gen`` counts
   producer instances: a fatal error re-creates the producer (``event recreate {gen}``), and
   order is only promised within one instance.
 - ``consumer``: a member of group ``--group`` subscribed to the topic, auto commit off,
@@ -107,7 +107,7 @@ def _pace(next_at: float, interval: float, serve: Callable[[float], Any]) -> flo
 
 
 def run_producer(args: argparse.Namespace, history: History) -> None:
-    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import KafkaException, Producer
 
     rnd = random.Random(f"{args.seed}:{args.id}")
     fatal = threading.Event()
@@ -133,9 +133,8 @@ def run_producer(args: argparse.Namespace, history: History) -> None:
         value = text(msg.value())
         if err is None:
             history.ok("send", value=value, partition=msg.partition(), offset=msg.offset())
-        elif err.code() == KafkaError._PURGE_QUEUE:
-            history.fail("send", value=value, error=str(err))
         else:
+            # Even a message purged from the queue may be a retry of one already sent.
             history.info("send", value=value, error=str(err))
 
     gen = 0
@@ -193,6 +192,9 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
     # through on_commit while reading goes on, and one unanswered after COMMIT_WAIT_S is
     # recorded info (a later answer is still recorded).
     pending: list[dict[str, Any]] = []
+    # Partition -> how far a commit may go on what the history holds: one past the last
+    # offset recorded as read, or a position committed from the main loop.
+    recorded: dict[int, int] = {}
 
     def on_commit(err: Any, partitions: list[Any]) -> None:
         offsets = {str(tp.partition): tp.offset for tp in partitions}
@@ -225,7 +227,10 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
                              error=f"no answer in {COMMIT_WAIT_S:.0f}s (still waiting)")
         return any(not c["late"] for c in pending)
 
-    def commit() -> None:
+    def commit(recorded_only: bool = False) -> None:
+        """Commit the positions; with ``recorded_only`` no further than what the history
+        holds as read (a rebalance callback runs inside consume(), when the position may
+        already count messages consume() has not handed over yet)."""
         if waiting():
             return
         try:
@@ -234,6 +239,15 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
         except KafkaException as exc:
             history.event("error", error=str(exc))
             return
+        if recorded_only:
+            positions = [tp for tp in positions if tp.partition in recorded]
+            for tp in positions:
+                tp.offset = min(tp.offset, recorded[tp.partition])
+        else:
+            # Outside consume() the position counts only what was handed over (and
+            # recorded), past a read_committed partition's markers too.
+            for tp in positions:
+                recorded[tp.partition] = max(recorded.get(tp.partition, 0), tp.offset)
         if not positions:
             return
         offsets = {str(tp.partition): tp.offset for tp in positions}
@@ -248,16 +262,23 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
             record = history.fail if err.code() > 0 else history.info
             record("commit", offsets=offsets, invoked=invoked, error=str(err))
 
+    def forget(partitions: list[Any]) -> None:
+        for p in partitions:
+            recorded.pop(p.partition, None)
+
     def on_assign(c: Any, partitions: list[Any]) -> None:
+        forget(partitions)
         history.event("assign", partitions=sorted(p.partition for p in partitions))
 
     def on_revoke(c: Any, partitions: list[Any]) -> None:
         # Eager rebalancing: what was read is committed before another member takes it
         # (the request goes out now; the coordinator takes it before the rebalance ends).
-        commit()
+        commit(recorded_only=True)
+        forget(partitions)
         history.event("revoke", partitions=sorted(p.partition for p in partitions))
 
     def on_lost(c: Any, partitions: list[Any]) -> None:
+        forget(partitions)
         history.event("lost", partitions=sorted(p.partition for p in partitions))
 
     consumer = Consumer({
@@ -291,6 +312,8 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
             records.append([msg.partition(), msg.offset(), text(msg.key()), text(msg.value())])
         if records:
             history.ok("read", records=records)
+            for p, offset, _, _ in records:
+                recorded[p] = max(recorded.get(p, 0), offset + 1)
 
     while not STOP.is_set():
         read(0.5)
