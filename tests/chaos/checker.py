@@ -4,8 +4,9 @@ final read) and reports every broken promise as a named anomaly, with the run's 
     python -m chaos.checker OUT_DIR     # prints the report, writes OUT_DIR/report.json,
                                         # exits 1 when an anomaly was found
 
-It needs nothing but the directory, so a saved run is checked again offline, with the
-checker as it is then.
+(from tests/, or with tests/ on PYTHONPATH). It needs nothing but the directory, so a
+saved run is checked again offline, with the checker as it is then; ``python -m
+chaos.history OUT_DIR`` prints the run's events in time order.
 """
 
 from __future__ import annotations

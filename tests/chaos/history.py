@@ -17,11 +17,15 @@ last line, which readers skip). Every event has:
 
 Keys and values are the record's bytes decoded as UTF-8 with ``surrogateescape`` (``text``),
 so any bytes survive the round trip (``raw``); the workloads write ASCII anyway.
+
+    python -m chaos.history OUT_DIR [WORKER ...]   # every event of the run (or of those
+                                                   # workers) in time order, one a line
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -117,3 +121,34 @@ def load_histories(out_dir: Path) -> dict[str, list[Event]]:
     for path in sorted(directory.glob("*.jsonl")):
         out[path.stem] = list(read_events(path))
     return out
+
+
+def timeline(out_dir: Path, workers: list[str] | None = None) -> Iterator[str]:
+    """The run's events merged in time order, each a line: seconds since the first
+    event, worker, type, op, and the rest of the event as JSON."""
+    events = [e for w, es in load_histories(out_dir).items() if not workers or w in workers
+              for e in es]
+    events.sort(key=lambda e: e.get("time", 0.0))
+    start = events[0].get("time", 0.0) if events else 0.0
+    for e in events:
+        rest = {k: v for k, v in e.items() if k not in ("time", "worker", "kind", "type", "op")}
+        yield (f"{e.get('time', 0.0) - start:10.3f} {e.get('worker', '?'):8} "
+               f"{e.get('type', '?'):6} {e.get('op', '?'):10} "
+               f"{json.dumps(rest, separators=(',', ':'))}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m chaos.history OUT_DIR [WORKER ...]", file=sys.stderr)
+        return 2
+    try:
+        for line in timeline(Path(args[0]), args[1:]):
+            print(line)
+    except BrokenPipeError:  # piped into head
+        sys.stderr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

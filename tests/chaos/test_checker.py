@@ -535,3 +535,14 @@ def test_no_final_read_is_an_anomaly(tmp_path: Path) -> None:
     report = check(out)
     assert not report.ok and only(report, "final-read")
     assert main([str(out)]) == 1
+
+
+def test_the_timeline_merges_every_history_in_time_order(tmp_path: Path) -> None:
+    from .history import timeline
+
+    out = clean().write(tmp_path)
+    lines = list(timeline(out))
+    seconds = [float(line.split()[0]) for line in lines]
+    assert seconds == sorted(seconds) and seconds[0] == 0.0
+    assert {line.split()[1] for line in lines} >= {"p1", "c1", "t1", "r1", "e1", "e2", "poller"}
+    assert all(line.split()[1] == "e2" for line in timeline(out, ["e2"]))

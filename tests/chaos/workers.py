@@ -172,7 +172,7 @@ def run_producer(args: argparse.Namespace, history: History) -> None:
         next_at = _pace(next_at, interval, producer.poll)
     left = producer.flush(STOP_GRACE_S)
     if left:
-        # In flight ones come back as info (maybe written), queued ones as fail.
+        # What is left comes back through the delivery callback, as info.
         producer.purge()
         producer.flush(5)
     history.event("drained", unacknowledged=left)
@@ -401,8 +401,13 @@ def run_txn(args: argparse.Namespace, history: History) -> None:
         try:
             producer.begin_transaction()
             for p, value in records:
-                producer.produce(args.topic, key=f"t{n}".encode(), value=value.encode(),
-                                 partition=p, on_delivery=on_delivery)
+                while True:
+                    try:
+                        producer.produce(args.topic, key=f"t{n}".encode(), value=value.encode(),
+                                         partition=p, on_delivery=on_delivery)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
             if decision == "commit":
                 history.invoke("commit", txn=n)
                 committing = True

@@ -2,20 +2,22 @@
 and a consumer group on one topic, transactional producers and read_committed readers
 on another, event-store writers racing on a third; a poller sampling the groups'
 committed offsets (chaos.offsets_poller); and the final read once the harness has
-healed everything. The run
-directory's layout is chaos.saved_run's; chaos.checker judges it.
+healed everything. The run directory's layout is chaos.saved_run's; chaos.checker
+judges it.
 
     workload = Workload(cluster, out_dir, seed)
-    workload.start()                 # topics, workers (spread over the client nodes), poller
-    ...                              # the harness's faults; workload.restart_consumer()
-    workload.stop()                  # SIGTERM, a bounded wait, kill -9 for stragglers
-    ...                              # the harness heals the network, restarts brokers
+    workload.start()          # topics, workers (spread over the client nodes), poller
+    ...                       # the harness's faults; workload.restart_consumer()
+    ...                       # the harness heals the network, restarts what it stopped
+    workload.stop()           # writers first, then the consumers once their groups have
+                              # committed everything (bounded waits, then kill -9)
     workload.final_read()
-    report = workload.check()        # also saved as report.json
-    if not report.ok: workload.save()
+    report = workload.check() # also saved as report.json
+    if not report.ok: print(workload.save())
 
 Workers run inside the client nodes' namespaces, so a fault can cut them off; the
 poller and the final read run in the harness's own namespace, which faults never cut.
+Stopping before healing works too (the groups then may not drain: ``drained`` false).
 """
 
 from __future__ import annotations
