@@ -192,8 +192,8 @@ def _check_series(report: Report, group: str, key: str, series: list[Sample],
     for s in series:
         if peak is not None and s.offset < peak.offset:
             message = (f"group {group}, {key}: the committed offset went from {peak.offset} "
-                       f"(broker {peak.coordinator} at {peak.answered:.3f}) back to {s.offset} "
-                       f"(broker {s.coordinator} at {s.answered:.3f})")
+                       f"({_by(peak)}at {peak.answered:.3f}) back to {s.offset} "
+                       f"({_by(s)}at {s.answered:.3f})")
             if s.offset in unsure:
                 report.notes.append(message + " (a commit of that offset timed out)")
             else:
@@ -210,12 +210,16 @@ def _check_series(report: Report, group: str, key: str, series: list[Sample],
             continue
         top = best[i - 1]
         message = (f"group {group}, {key}: {top.worker}'s commit of {top.offset} was "
-                   f"acknowledged at {top.time:.3f}, but the coordinator (broker "
-                   f"{s.coordinator}) answered {s.offset} to a poll sent at {s.started:.3f}")
+                   f"acknowledged at {top.time:.3f}, but the coordinator ({_by(s)}asked at "
+                   f"{s.started:.3f}) answered {s.offset}")
         if s.offset in unsure:
             report.notes.append(message + " (a commit of that offset timed out)")
         else:
             report.add("stale-offset", message)
+
+
+def _by(s: Sample) -> str:
+    return "" if s.coordinator is None else f"broker {s.coordinator} "
 
 
 def _running_max(done: list[Commit]) -> list[Commit]:
