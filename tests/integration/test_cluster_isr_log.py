@@ -62,7 +62,6 @@ def _isr(cluster: Cluster, partition: int) -> list[int]:
     return cluster.partition_state(TOPIC, partition)["isr"]
 
 
-@pytest.mark.xfail(reason="ISR log dedup pending", strict=False)
 def test_each_isr_change_is_logged_once_when_a_follower_rejoins(zookeeper, tmp_path):
     cluster = Cluster(tmp_path / "cluster", zookeeper.connect, 3)
     stop = threading.Event()

@@ -325,7 +325,8 @@ class ReplicaManager:
 
     async def wait_changed(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
 
     # -- follower: what the fetcher brings ----------------------------------------------
 
@@ -411,7 +412,7 @@ class ReplicaManager:
             and not replica.isr_writing
             and self._may_join_isr(replica, replica_id, follower)
         ):
-            self._spawn(self._write_isr(replica, (*replica.isr, replica_id)))
+            self._propose_isr(replica, (*replica.isr, replica_id))
         self._maybe_advance_hw(replica)
         return errors.NONE
 
@@ -479,7 +480,7 @@ class ReplicaManager:
                 ]
                 if out:
                     keep = tuple(b for b in replica.isr if b not in out)
-                    self._spawn(self._write_isr(replica, keep))
+                    self._propose_isr(replica, keep)
 
     def _lagging(self, replica: Replica, broker: int, now: int) -> bool:
         follower = replica.followers.get(broker)
@@ -489,16 +490,26 @@ class ReplicaManager:
             return False  # caught up, even if it has not fetched for a while
         return now - follower.last_caught_up_ms > self.lag_max_ms
 
-    async def _write_isr(self, replica: Replica, isr: tuple[int, ...]) -> None:
-        """Write a new ISR into the partition's state znode, as the leader at its epoch,
-        conditional on the znode version this leader last saw (Kafka's
-        updateLeaderAndIsr): a change the controller made meanwhile (a dead broker
-        removed) is never written over; it is taken up instead and judged again."""
-        if replica.isr_writing or replica.role != LEADER or isr == replica.isr:
+    def _propose_isr(self, replica: Replica, isr: tuple[int, ...]) -> None:
+        """Start writing a new ISR, unless a write is already out. Claimed here, where it
+        is proposed, not when the task starts: fetches meanwhile propose nothing."""
+        if replica.isr_writing or replica.role != LEADER or set(isr) == set(replica.isr):
             return
         replica.isr_writing = True
         replica.pending_isr = isr
-        epoch, version = replica.leader_epoch, replica.isr_version
+        self._spawn(self._write_isr(
+            replica, isr, replica.isr, replica.isr_version, replica.leader_epoch
+        ))
+
+    async def _write_isr(
+        self, replica: Replica, isr: tuple[int, ...], old: tuple[int, ...], version: int,
+        epoch: int,
+    ) -> None:
+        """Write ``isr`` into the partition's state znode, as the leader at ``epoch``,
+        conditional on ``version``, the znode version this leader saw when it proposed
+        the change (Kafka's updateLeaderAndIsr): a change the controller made meanwhile
+        (a dead broker removed) is never written over; it is taken up instead and the
+        ISR judged again from it."""
         try:
             outcome = await self.node.session.run(
                 self._write_isr_znode, replica.topic, replica.partition,
@@ -514,24 +525,25 @@ class ReplicaManager:
             self._maybe_advance_hw(replica)
             return
         written, current = outcome
-        old = replica.isr
         if (
             current.zk_version > replica.isr_version
             and current.leader == self.node_id
             and current.leader_epoch == epoch
         ):
             replica.isr, replica.isr_version = current.isr, current.zk_version
-        if written and old != replica.isr:
-            if len(replica.isr) < len(old):
+        if written:
+            # The watch of this very write may have brought ``isr`` in already; the
+            # change made is still old -> isr.
+            if len(isr) < len(old):
                 self.isr_shrinks += 1
             else:
                 self.isr_expands += 1
-            self._isr_news.append((replica.name, old, replica.isr))
+            self._isr_news.append((replica.name, old, isr))
             if self._isr_news_flush is None:
                 self._isr_news_flush = asyncio.get_running_loop().call_later(
                     ISR_NEWS_SECONDS, self._flush_isr_news
                 )
-        elif not written:
+        else:
             log.debug("%s: ISR %s not written: the state changed meanwhile (now %s)",
                       replica.name, list(isr), list(current.isr))
         self._maybe_advance_hw(replica)
@@ -599,7 +611,8 @@ class ReplicaManager:
             fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
             replica.waiters.append((offset, fut))
             try:
-                code = await asyncio.wait_for(asyncio.shield(fut), timeout)
+                async with asyncio.timeout(timeout):
+                    code = await asyncio.shield(fut)
             except TimeoutError:
                 replica.waiters = [w for w in replica.waiters if w[1] is not fut]
                 return errors.REQUEST_TIMED_OUT, (
