@@ -135,6 +135,13 @@ class Listener:
         self._tasks = [asyncio.create_task(self._accept_loop(b)) for b in self.sockets]
 
     async def close(self) -> None:
+        # The sockets leave the selector first: in Python 3.11 a connection arriving as a
+        # pending sock_accept is cancelled makes its callback set a result on the
+        # cancelled future, and the loop logs an InvalidStateError traceback.
+        loop = asyncio.get_running_loop()
+        for bound in self.sockets:
+            with contextlib.suppress(OSError, ValueError):
+                loop.remove_reader(bound.sock.fileno())
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -166,7 +173,8 @@ class Listener:
                 )
                 self._closed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closed.wait(), backoff)
+                    async with asyncio.timeout(backoff):
+                        await self._closed.wait()
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             backoff = FIRST_BACKOFF

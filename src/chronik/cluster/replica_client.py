@@ -86,15 +86,17 @@ class BrokerClient:
             raise AuthenticationRefused(self._refusal)
         tls = security.tls if security is not None else None
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(
+            # asyncio.timeout, not wait_for: in 3.11 wait_for may drop a cancellation
+            # that comes as its operation completes, and a stopping fetcher then runs on.
+            async with asyncio.timeout(
+                self._connect_timeout if tls is None else AUTHENTICATION_TIMEOUT
+            ):
+                self._reader, self._writer = await asyncio.open_connection(
                     self.host,
                     self.port,
                     ssl=tls,
                     server_hostname=self.host if tls is not None else None,
-                ),
-                self._connect_timeout if tls is None else AUTHENTICATION_TIMEOUT,
-            )
+                )
         except ssl.SSLError as exc:
             raise BrokerUnreachable(
                 f"{self.host}:{self.port}: TLS handshake failed: {exc.reason or exc}"
@@ -104,7 +106,8 @@ class BrokerClient:
         if security is None or security.credentials is None:
             return
         try:
-            await asyncio.wait_for(self._authenticate(security), AUTHENTICATION_TIMEOUT)
+            async with asyncio.timeout(AUTHENTICATION_TIMEOUT):
+                await self._authenticate(security)
         except AuthenticationError as exc:
             self.close()
             self._refusal = (
@@ -178,9 +181,8 @@ class BrokerClient:
                 await self._connect()
             assert self._reader is not None and self._writer is not None
             try:
-                frame = await asyncio.wait_for(
-                    self._exchange(api_key, version, flexible, body), timeout
-                )
+                async with asyncio.timeout(timeout):
+                    frame = await self._exchange(api_key, version, flexible, body)
             except (OSError, TimeoutError, asyncio.IncompleteReadError, BrokerUnreachable) as exc:
                 self.close()
                 raise BrokerUnreachable(

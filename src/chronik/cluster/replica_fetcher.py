@@ -56,11 +56,13 @@ class ReplicaFetcher:
         self._client: BrokerClient | None = None
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        self._stopping = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -72,7 +74,7 @@ class ReplicaFetcher:
     # -- the loop --------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             replicas = [
                 r for r in self.manager.fetch_set(self.leader_id, self.index)
                 if r.paused_until <= time.monotonic()

@@ -97,7 +97,8 @@ class ClusterView:
             if left <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), left)
+                async with asyncio.timeout(left):
+                    await self._changed.wait()
             except TimeoutError:
                 return predicate()
             # Changes come in bursts (a topic's partition states one by one): look again
