@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -46,6 +50,18 @@ BROKER_CONFIG: dict[str, str] = {
 }
 
 
+# Broker i's ZooKeeper proxy listens on this port + i, in ZooKeeper's namespace.
+PROXY_BASE_PORT = 2190
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def wait_until(
     predicate: Callable[[], T], what: str, timeout: float = 60.0, interval: float = 0.2
 ) -> T:
@@ -72,8 +88,11 @@ class ChaosCluster:
         clients: int = 2,
         config: Mapping[str, str] | None = None,
         faketime: bool = False,
-        disk_mb: int = 512,
+        disk_mb: int = 0,
+        zk_proxies: bool = False,
     ) -> None:
+        """``zk_proxies``: each broker reaches ZooKeeper through a delaying proxy of its
+        own (chaos.proxy), so ``delay_zookeeper`` can slow one broker's session."""
         self.base = Path(base)
         self.broker_names = [f"b{i}" for i in range(1, brokers + 1)]
         self.client_names = [f"c{i}" for i in range(1, clients + 1)]
@@ -84,10 +103,18 @@ class ChaosCluster:
             **(config or {}),
             "zookeeper.connect": f"{self.net.address('zk')}:2181{CHROOT}",
         }
-        self.brokers: dict[int, BrokerNode] = {
-            i: BrokerNode(self.net, name, i, self.base / name, common, disk_mb, faketime)
-            for i, name in enumerate(self.broker_names, start=1)
-        }
+        self.zk_proxies = zk_proxies
+        self._proxies: dict[int, subprocess.Popen[bytes]] = {}
+        self.brokers: dict[int, BrokerNode] = {}
+        for i, name in enumerate(self.broker_names, start=1):
+            config_i = dict(common)
+            if zk_proxies:
+                config_i["zookeeper.connect"] = (
+                    f"{self.net.address('zk')}:{PROXY_BASE_PORT + i}{CHROOT}"
+                )
+            self.brokers[i] = BrokerNode(
+                self.net, name, i, self.base / name, config_i, disk_mb, faketime
+            )
         self._zk: KazooClient | None = None
         self._admin: AdminClient | None = None
 
@@ -98,6 +125,8 @@ class ChaosCluster:
         self.net.create()
         try:
             self.zookeeper.start()
+            if self.zk_proxies:
+                self._start_proxies()
             for b in self.brokers.values():
                 b.setup().start(wait=False)
             for b in self.brokers.values():
@@ -116,6 +145,10 @@ class ChaosCluster:
             self._zk = None
         for b in self.brokers.values():
             b.destroy()
+        for proxy in self._proxies.values():
+            proxy.kill()
+            proxy.wait()
+        self._proxies.clear()
         self.zookeeper.resume()
         self.zookeeper.stop()
         self.net.release()
@@ -125,6 +158,32 @@ class ChaosCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _start_proxies(self) -> None:
+        zk = self.net.address("zk")
+        tests_dir = str(Path(__file__).resolve().parent.parent)
+        env = {**os.environ, "PYTHONPATH": tests_dir}
+        for i in self.brokers:
+            self._delay_file(i).write_text("0\n")
+            self._proxies[i] = subprocess.Popen(
+                [*self.net.exec_prefix("zk"), sys.executable, "-m", "chaos.proxy",
+                 f"{zk}:{PROXY_BASE_PORT + i}", f"{zk}:2181", str(self._delay_file(i))],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+        for i in self.brokers:
+            wait_until(lambda i=i: _accepts(zk, PROXY_BASE_PORT + i), f"ZooKeeper proxy {i}", 30)
+
+    def _delay_file(self, broker_id: int) -> Path:
+        return self.base / f"zk-proxy-{broker_id}.delay"
+
+    def delay_zookeeper(self, broker_id: int, seconds: float) -> None:
+        """Delay each direction of broker ``broker_id``'s ZooKeeper traffic by
+        ``seconds`` (0: none). Needs ``zk_proxies``."""
+        if not self.zk_proxies:
+            raise RuntimeError("this cluster runs without ZooKeeper proxies")
+        tmp = self._delay_file(broker_id).with_suffix(".tmp")
+        tmp.write_text(f"{seconds}\n")
+        tmp.replace(self._delay_file(broker_id))
 
     @property
     def ids(self) -> list[int]:

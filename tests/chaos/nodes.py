@@ -2,9 +2,10 @@
 ZooKeeper server and N `chronik serve` brokers, with what the harness does to them:
 SIGSTOP/SIGCONT, kill -9 and restart, SIGTERM, a full disk, a clock jump.
 
-Each broker's data directory is a filesystem of its own (an ext4 image on a loop
-device, or a tmpfs where loop devices are missing), so one broker's disk can be filled
-while the others write on. Its log file lives outside that filesystem.
+Each broker's data directory may be a filesystem of its own (``disk_mb`` > 0: an ext4
+image on a loop device, or a tmpfs where loop devices are missing), so one broker's disk
+can be filled while the others write on; else it is a plain directory. Its log file
+lives outside that filesystem.
 
 Clock jumps use libfaketime (Debian's `faketime`) preloaded into the broker with a
 time file the harness rewrites. libfaketime 0.9.10 cannot leave the monotonic clock
@@ -89,6 +90,9 @@ class Disk:
 
     def create(self) -> Disk:
         self.mount.mkdir(parents=True, exist_ok=True)
+        if self.size_mb <= 0:
+            self.kind = "dir"  # the host's filesystem: cannot be filled
+            return self
         try:
             with open(self.image, "wb") as f:
                 f.truncate(self.size_mb << 20)
@@ -107,6 +111,8 @@ class Disk:
 
     def fill(self) -> None:
         """Write a filler file until the filesystem is full."""
+        if self.kind == "dir":
+            raise RuntimeError("this broker's data is not on a filesystem of its own")
         chunk = b"\0" * (1 << 20)
         with open(self.filler, "ab", buffering=0) as f:
             for size in (1 << 20, 64 << 10, 4 << 10, 1):
@@ -128,9 +134,10 @@ class Disk:
         return self.filler.exists()
 
     def destroy(self) -> None:
-        subprocess.run(["umount", "-l", str(self.mount)], check=False, capture_output=True)
-        with contextlib.suppress(OSError):
-            self.image.unlink()
+        """Unmount; an ext4 image stays (sparse) for a look afterwards:
+        ``mount -o loop disk.img disk``."""
+        if self.kind != "dir":
+            subprocess.run(["umount", "-l", str(self.mount)], check=False, capture_output=True)
 
 
 class BrokerNode:
@@ -143,7 +150,7 @@ class BrokerNode:
         broker_id: int,
         base: Path,
         config: Mapping[str, str],
-        disk_mb: int = 512,
+        disk_mb: int = 0,
         faketime: bool = False,
     ) -> None:
         self.net = net

@@ -227,6 +227,15 @@ class BackgroundProducer:
         """Stop sending, without waiting for the outstanding reports (a test failed)."""
         self._stop.set()
 
+    def finish(self) -> list[Acked]:
+        """Stop sending and wait for the reports; the acknowledged records in send order,
+        whatever became of the producer (one whose acknowledged records were lost fails
+        fatally: its next sequence is out of order)."""
+        self._stop.set()
+        self._thread.join(180)
+        with self._lock:
+            return [a for _, a in sorted(self.acked, key=lambda sa: sa[0])]
+
     def stop(self) -> list[Acked]:
         """Stop sending, wait for every report; the acknowledged records in send order."""
         self._stop.set()
