@@ -117,3 +117,39 @@ def test_failover_while_storing_a_large_topic_serves_only_after_leadership_is_ta
     replicas = converged(cluster, TOPIC, 1)
     assert_acknowledged_present(acked, replicas)
     assert _unstamped_batches(cluster, TOPIC, 0) == []
+
+
+def test_a_leader_elected_on_a_full_disk_is_not_half_taken_up(chaos_cluster):
+    """Becoming leader used to set the role and the epoch before writing the leader-epoch
+    checkpoint; when that write failed (a full disk) the follower states were never
+    built, and that half-done leadership stayed once space came back: the high watermark
+    ignored the followers, acks=all was answered by the leader alone, and followers
+    could not fetch. Here broker 1's disk is full when it is elected; space comes back;
+    then broker 1 is killed and broker 3 leads: nothing acknowledged may be missing."""
+    cluster = chaos_cluster(config={"zookeeper.session.timeout.ms": "4000"}, disk_mb=256)
+    futures = cluster.admin().create_topics(
+        [NewTopic(TOPIC, 1, replica_assignment=[[2, 1, 3]],
+                  config={"min.insync.replicas": "2"})],
+        operation_timeout=30,
+    )
+    futures[TOPIC].result(60)
+    cluster.wait_full_isr(TOPIC, 1)
+    producer = BackgroundProducer(cluster.bootstrap, TOPIC, keys=20, max_rate=300).start()
+    try:
+        wait_until(lambda: producer.acked_count > 200, "records acknowledged", 60)
+        cluster.broker(1).disk.fill()
+        cluster.broker(2).kill()
+        wait_until(lambda: cluster.leader(TOPIC, 0) == 1, "broker 1 elected", 60)
+        time.sleep(3)
+        cluster.broker(1).disk.free()
+        count = producer.acked_count
+        wait_until(lambda: producer.acked_count > count + 300, "records acknowledged", 60)
+        cluster.broker(1).kill()
+        wait_until(lambda: cluster.leader(TOPIC, 0) == 3, "broker 3 elected", 60)
+        cluster.broker(2).start()
+        cluster.broker(1).start()
+        cluster.wait_full_isr(TOPIC, 1, 120)
+        time.sleep(2)
+    finally:
+        acked = producer.finish()
+    assert_acknowledged_present(acked, converged(cluster, TOPIC, 1))
