@@ -169,3 +169,61 @@ def test_high_watermarks_survive_a_restart_and_a_bad_checkpoint_is_ignored(tmp_p
     (tmp_path / hw_checkpoint.NAME).write_text("0\n5\nt 0 x\n")
     assert hw_checkpoint.read(tmp_path) == {}
     assert "malformed" in caplog.text
+
+
+# -- maintenance stays below the high watermark (Kafka's deletableSegments and
+# -- cleanableOffsets): a new leader may not hold what the ISR does not hold yet.
+
+
+def test_retention_deletes_only_segments_below_the_high_watermark(tmp_path):
+    from test_storage_support import NOW, append, client_batch, open_log, small_config
+
+    log = open_log(tmp_path / "t-0", small_config(retention_ms=1000))
+    log.replicated = True
+    for i in range(60):
+        append(log, client_batch(2, ts=NOW + i))
+    assert len(log.segments) > 3
+    hw = log.segments[2].base_offset + 1  # inside the third segment
+    log.set_high_watermark(hw)
+    log.apply_retention(NOW + 100_000)  # every record is past retention
+    assert log.start_offset <= hw
+    assert log.start_offset == log.segments[0].base_offset == log._bases[0]
+    assert log.segments[0].base_offset <= hw < log._bases[1]
+    # Once the ISR holds everything, everything may go.
+    log.set_high_watermark(log.end_offset)
+    log.apply_retention(NOW + 100_000)
+    assert log.start_offset == log.end_offset
+
+
+def test_retention_by_bytes_stops_at_the_high_watermark(tmp_path):
+    from test_storage_support import append, client_batch, open_log, small_config
+
+    log = open_log(tmp_path / "t-0", small_config(retention_bytes=100))
+    log.replicated = True
+    for _ in range(60):
+        append(log, client_batch(2))
+    log.set_high_watermark(0)
+    assert log.apply_retention(0) == 0
+    assert log.start_offset == 0
+
+
+def test_compaction_cleans_only_below_the_high_watermark(tmp_path):
+    from test_storage_support import NOW, all_records, append, open_log, small_config
+
+    from chronik.records.builder import Record, build_batch
+
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=300, cleanup_policy="compact"))
+    log.replicated = True
+    for i in range(24):
+        append(log, bytearray(build_batch([Record(NOW, b"k", b"v%d" % i + b"." * 50)])))
+    assert len(log.segments) > 4
+    log.set_high_watermark(0)
+    assert log.maybe_compact(NOW) == 0  # the ISR holds nothing: nothing is cleaned
+    hw = log._bases[2]
+    log.set_high_watermark(hw)
+    log.compact(NOW)
+    offsets = [r.offset for r in all_records(log)]
+    # Every record at or above the high watermark is still there, as written.
+    assert [o for o in offsets if o >= hw] == list(range(hw, log.end_offset))
+    # Below it, the key's older copies are gone.
+    assert len([o for o in offsets if o < hw]) < hw
