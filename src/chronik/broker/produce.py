@@ -9,6 +9,9 @@ Each request's size counts against the client's producer_byte_rate quota, if one
 (chronik.broker.quotas): over it, the response carries the throttle time and the
 connection is not read until it has passed (nor a request read before it started).
 
+In a cluster a leader that may have lost its ZooKeeper session (its lease) writes
+nothing: NOT_LEADER_OR_FOLLOWER, and the client looks the leader up again.
+
 Versions 0-2 may carry message formats v0/v1: those are converted to one record
 batch v2 (as Kafka up-converts), the only case where records are decoded. A batch
 is validated as bytes (header, CRC, offsets) and appended with its offset
@@ -97,6 +100,11 @@ async def handle(
             if name in INTERNAL_TOPICS:  # Kafka refuses client appends to them
                 message = f"Cannot append to internal topic {name}"
                 partitions.append(_error(index, errors.INVALID_TOPIC_EXCEPTION, message))
+                continue
+            if broker.cluster is not None and not broker.cluster.lease_held():
+                # Its ZooKeeper session may be gone and the partition given to another
+                # broker: nothing is written, so nothing is acknowledged, as its leader.
+                partitions.append(_error(index, errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             if acks == -1 and replicas is not None:
                 short = replicas.not_enough_replicas(name, index)

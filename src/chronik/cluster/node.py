@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,8 @@ REGISTER_RETRY_SECONDS = 0.5
 RECONCILE_DEBOUNCE_SECONDS = 0.02
 LOAD_RETRY_MAX_SECONDS = 10.0
 ROLES_DEBOUNCE_SECONDS = 0.05
+# kazoo's ping timing varies by up to this much.
+LEASE_JITTER_SECONDS = 0.5
 
 
 class InvalidReplicationFactor(StorageError):
@@ -129,6 +132,11 @@ class ClusterNode:
         self._pid_lock = asyncio.Lock()
         self._pid_spare: tuple[int, int] | None = None
         self._session_lost = False
+        self._expired = False
+        self._suspended_at: float | None = None
+        self._lease_grace = max(
+            config.zookeeper_session_timeout_ms / 3000 - LEASE_JITTER_SECONDS, 0.0
+        )
         self._stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._roles_sync: asyncio.TimerHandle | None = None
@@ -233,22 +241,43 @@ class ClusterNode:
             return  # closing the session ourselves
         if state == KazooState.LOST:
             self._session_lost = True
+            self._expired = True
             log.warning("ZooKeeper session expired; registering again when reconnected")
             self.controller.resign("its ZooKeeper session expired")
+            self.replicas.lease_lost()
         elif state == KazooState.SUSPENDED:
+            if self._suspended_at is None:
+                self._suspended_at = time.monotonic()
             log.warning("ZooKeeper connection lost; reconnecting")
         elif state == KazooState.CONNECTED:
             # Only a reconnection comes here: the first connection is made before start().
+            self._suspended_at = None
             log.info("reconnected to ZooKeeper")
             if self._session_lost:
                 self._session_lost = False
                 self._spawn(self._rejoin())
+
+    def lease_held(self) -> bool:
+        """Whether this broker's ZooKeeper session is certainly alive, so that nobody can
+        have been given its partitions: connected, or disconnected for less than the
+        time after which ZooKeeper may expire it. kazoo notices a dead connection when a
+        ping goes unanswered, up to two thirds of the session timeout after ZooKeeper
+        last heard from it, so the session may expire a third of the timeout after that
+        (less a margin for the ping's jitter). An expired session holds no lease until
+        this broker has registered again."""
+        if self._expired:
+            return False
+        since = self._suspended_at
+        if since is None:
+            return True
+        return time.monotonic() - since < self._lease_grace
 
     async def _rejoin(self) -> None:
         while not self._stopping:
             try:
                 await self._register()
                 await self.controller.try_elect()
+                self._expired = False
                 return
             except ZooKeeperUnavailable as exc:
                 log.debug("registering again: %s", exc)
@@ -456,7 +485,8 @@ class ClusterNode:
         """The log of a partition this broker leads now, else None. Leading means the
         view names this broker and the replica manager has taken up that leadership at
         the view's epoch: until then (storing a large topic, a checkpoint that cannot be
-        written) the partition is not served here."""
+        written) the partition is not served here. Writes also need the lease
+        (``lease_held``); reads of what the ISR holds do not."""
         if self.view.leader_of(topic, partition) != self.node_id:
             return None
         local = self.broker.catalog.get(topic)

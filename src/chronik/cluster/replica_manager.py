@@ -620,6 +620,10 @@ class ReplicaManager:
                 )
             if code != errors.NONE:
                 return code, None
+        if not self.node.lease_held():
+            # Its ZooKeeper session may be gone, and the partition given to another
+            # broker: nothing is acknowledged as its leader.
+            return errors.NOT_LEADER_OR_FOLLOWER, None
         wanted = replica.log.config.min_insync_replicas
         if len(replica.isr) < wanted:
             return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, (
@@ -627,6 +631,14 @@ class ReplicaManager:
                 f"the min.isr requirement of {wanted} for partition {replica.name}"
             )
         return errors.NONE, None
+
+    def lease_lost(self) -> None:
+        """This broker's ZooKeeper session expired: produce requests waiting for their
+        replication are answered NOT_LEADER_OR_FOLLOWER (the client asks for the leader
+        again), as no acknowledgement comes from a broker whose partitions may have been
+        given to another."""
+        for replica in self.replicas.values():
+            self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
 
     # -- what handlers, metrics and tools ask -------------------------------------------------
 
