@@ -221,3 +221,17 @@ def test_the_lso_is_the_oldest_open_transaction(tmp_path_factory, ops):
         want = min(first.values()) if first else log.end_offset
         assert log.last_stable_offset == want
     assert sorted(log.aborted_transactions(0, log.end_offset + 1)) == sorted(aborted)
+
+
+def test_a_zero_filled_index_tail_is_not_read_as_an_aborted_transaction(tmp_path):
+    """After a power loss a file that grew may end in zeros, which parse as version 0;
+    no real entry has its last stable offset at or before its marker."""
+    from chronik.storage.txn_index import TransactionIndex
+
+    log = open_log(tmp_path / "t-0")
+    append(log, txn_batch(3, 0))
+    log.append_marker(3, 0, 0, False, NOW)
+    (path,) = (tmp_path / "t-0").glob("*.txnindex")
+    with open(path, "ab") as f:
+        f.write(b"\0" * ENTRY_SIZE * 2)
+    assert TransactionIndex(path).entries == [AbortedTxn(3, 0, 2, 3)]

@@ -9,7 +9,8 @@
 # entry's last_stable_offset reaches U, no later segment can hold another).
 #
 # The file is derived data: recovery rebuilds the entries of the batches it replays, and
-# a torn last entry is dropped at load. Entries are kept in memory once read.
+# a torn last entry, or a tail of zeros (a power loss after the file grew), is dropped
+# at load. Entries are kept in memory once read.
 from __future__ import annotations
 
 import os
@@ -50,9 +51,14 @@ class TransactionIndex:
         out = []
         for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
             version, *fields = _ENTRY.unpack_from(data, pos)
-            if version != 0:
+            entry = AbortedTxn(*fields)
+            # A tail a power loss left zero-filled reads as version 0 too; no real entry
+            # has its last stable offset at or before its marker.
+            if version != 0 or not entry.first_offset <= entry.last_offset < (
+                entry.last_stable_offset
+            ):
                 break
-            out.append(AbortedTxn(*fields))
+            out.append(entry)
         return out
 
     def append(self, entry: AbortedTxn) -> None:
