@@ -53,10 +53,8 @@ class TransactionIndex:
             version, *fields = _ENTRY.unpack_from(data, pos)
             entry = AbortedTxn(*fields)
             # A tail a power loss left zero-filled reads as version 0 too; no real entry
-            # has its last stable offset at or before its marker.
-            if version != 0 or not entry.first_offset <= entry.last_offset < (
-                entry.last_stable_offset
-            ):
+            # has its marker at or before its transaction's first batch.
+            if version != 0 or entry.first_offset >= entry.last_offset:
                 break
             out.append(entry)
         return out
