@@ -242,6 +242,17 @@ class Workload:
             self.wait_started([wid])
         return wid
 
+    def respawn(self, worker: str, wait: bool = True) -> None:
+        """Start a worker that is not running again, as its next incarnation (a fault
+        schedule kills it and starts it later, as two steps)."""
+        w = self.workers[worker]
+        if w.running:
+            return
+        w.incarnation += 1
+        self._spawn(w)
+        if wait:
+            self.wait_started([worker])
+
     def stop(self, timeout: float = 60.0, drain: float = 30.0) -> None:
         """Stop the writers (SIGTERM; they record the outcomes they still get), let the
         consumers read on until their groups have committed everything (at most

@@ -1,0 +1,691 @@
+"""The faults a chaos schedule (chaos.schedule) applies to a cluster (chaos.cluster), each a
+small object: ``apply(cluster, rng)`` does it, ``heal(cluster)`` undoes what can be undone,
+and ``description`` says in one line what was done to which node or link.
+
+A fault's fields name its target (a broker, a link, a partition); a field left None is
+chosen at apply time, with ``rng``, from what the cluster is then: "the leader" and "the
+controller" are read from ZooKeeper when the fault is applied. Once applied every field
+is filled in, so ``to_json()`` is the fault as it was done and ``from_json`` makes one
+that does exactly that again (a replay).
+
+Format of ``to_json()``: ``{"kind": <Fault.kind>, <field>: <value>, ...}`` with the
+fields of the fault's class (node names ``zk``, ``b<i>``, ``c<i>``; broker ids as ints;
+partitions as ``"<topic>/<p>"``).
+
+Kinds and what each needs from the cluster (``Fault.needs``): ``disk`` (a cluster made
+with ``disk_mb`` > 0), ``zk_proxies``, ``faketime`` (libfaketime installed: without it
+the clock-jump kind is left out, and the campaign says so), ``workload`` (the fault acts
+on the workload's workers; the runner binds it with ``fault.workload = workload``).
+
+``heal_all`` is the end of every run: the network whole, every process resumed and
+running, disks freed, ZooKeeper delays off, consumers running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from chronik.coordinator.offsets_codec import partition_for
+
+from .cluster import BROKER_CONFIG, ChaosCluster, wait_until
+from .history import HISTORY_DIR
+from .nodes import faketime_available
+
+if TYPE_CHECKING:
+    from .workload import Workload
+
+T = TypeVar("T")
+TXN_TOPIC = "__transaction_state"
+# How long a lookup in ZooKeeper may take (it may be reconnecting after a fault).
+LOOKUP_S = 30.0
+
+
+class FaultSkipped(RuntimeError):
+    """The fault cannot be applied to this cluster now (nothing suitable to act on)."""
+
+
+# -- looking things up --------------------------------------------------------------------
+
+
+def _lookup(fn: Callable[[], T], what: str, timeout: float = LOOKUP_S) -> T:
+    try:
+        return wait_until(fn, what, timeout, 0.2)
+    except AssertionError as exc:
+        raise FaultSkipped(str(exc)) from exc
+
+
+def split_partition(key: str) -> tuple[str, int]:
+    topic, _, p = key.rpartition("/")
+    return topic, int(p)
+
+
+def user_partitions(cluster: ChaosCluster) -> list[str]:
+    """``"<topic>/<p>"`` of every partition of the topics clients made (not ``__*``)."""
+    def listing() -> list[str]:
+        out = []
+        for topic in sorted(cluster.zk.get_children("/brokers/topics")):
+            if topic.startswith("__"):
+                continue
+            out += [f"{topic}/{p}" for p in sorted(cluster.assignment(topic))]
+        return out
+
+    return _lookup(listing, "the topics' partitions")
+
+
+def leader_of(cluster: ChaosCluster, key: str) -> int:
+    topic, p = split_partition(key)
+
+    def found() -> int | None:
+        leader = cluster.leader(topic, p)
+        return leader if leader > 0 else None
+
+    return _lookup(found, f"a leader of {key}")
+
+
+def controller_of(cluster: ChaosCluster) -> int:
+    return _lookup(lambda: cluster.controller_id() if cluster.controller_id() > 0 else None,
+                   "a controller")
+
+
+def _pick_partition(cluster: ChaosCluster, rng: random.Random) -> str:
+    partitions = user_partitions(cluster)
+    if not partitions:
+        raise FaultSkipped("no topic of the clients yet")
+    return rng.choice(partitions)
+
+
+def _up_brokers(cluster: ChaosCluster) -> list[int]:
+    return [i for i, b in sorted(cluster.brokers.items()) if b.running and not b.paused]
+
+
+def _pick_broker(cluster: ChaosCluster, rng: random.Random) -> int:
+    up = _up_brokers(cluster)
+    if not up:
+        raise FaultSkipped("no broker is running")
+    return rng.choice(up)
+
+
+def _block(cluster: ChaosCluster, pairs: list[tuple[str, str]]) -> list[list[str]]:
+    """Block each (from, to) pair; the ones this call added (one already blocked by
+    another fault stays that fault's to heal)."""
+    already = cluster.net.blocked
+    added = []
+    for src, dst in pairs:
+        if src != dst and (src, dst) not in already:
+            cluster.net.block(src, dst)
+            added.append([src, dst])
+    return added
+
+
+def _unblock(cluster: ChaosCluster, pairs: list[list[str]]) -> None:
+    for src, dst in pairs:
+        cluster.net.unblock(src, dst)
+
+
+def _both_ways(a: str, others: list[str]) -> list[tuple[str, str]]:
+    return [pair for o in others if o != a for pair in ((a, o), (o, a))]
+
+
+# -- the faults ---------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    kind: ClassVar[str] = ""
+    # What the cluster must have been made with (module docstring).
+    needs: ClassVar[frozenset[str]] = frozenset()
+    # The random schedule's range of hold times, seconds.
+    holds: ClassVar[tuple[float, float]] = (5.0, 20.0)
+    # net, broker, zookeeper, client: a schedule overlaps two faults only of different
+    # categories, and never two that impair brokers.
+    category: ClassVar[str] = "net"
+
+    description: str = field(default="", init=False, repr=False, compare=False)
+    workload: Workload | None = field(default=None, init=False, repr=False, compare=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        raise NotImplementedError
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        """Undo the fault (nothing for what cannot be undone, such as a clock jump)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            if f.init and not f.name.startswith("_"):
+                out[f.name] = getattr(self, f.name)
+        return out
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> Fault:
+        params = dict(doc)
+        cls = KINDS[params.pop("kind")]
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        return cls(**{k: v for k, v in params.items() if k in names})
+
+    def _bound(self) -> Workload:
+        if self.workload is None:
+            raise FaultSkipped(f"{self.kind} acts on the workload, and none is bound")
+        return self.workload
+
+
+@dataclass
+class CutLink(Fault):
+    """The link between two nodes cut, both ways or one way: broker-broker,
+    broker-ZooKeeper or client-broker."""
+
+    kind: ClassVar[str] = "cut-link"
+    a: str | None = None
+    b: str | None = None
+    one_way: bool | None = None
+    _added: list[list[str]] = field(default_factory=list, init=False, repr=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.a is None or self.b is None:
+            brokers = cluster.broker_names
+            pairs = [(x, y) for x in brokers for y in brokers if x < y]
+            pairs += [(x, "zk") for x in brokers]
+            pairs += [(c, x) for c in cluster.client_names for x in brokers]
+            a, b = rng.choice(pairs)
+            self.a, self.b = (a, b) if rng.random() < 0.5 else (b, a)
+        if self.one_way is None:
+            self.one_way = rng.random() < 0.4
+        pairs_ = [(self.a, self.b)] if self.one_way else [(self.a, self.b), (self.b, self.a)]
+        self._added = _block(cluster, pairs_)
+        arrow = "->" if self.one_way else "<->"
+        self.description = f"cut {self.a} {arrow} {self.b}" + (
+            f" (one way: {self.b} -> {self.a} flows)" if self.one_way else "")
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        _unblock(cluster, self._added)
+
+
+@dataclass
+class IsolateNode(Fault):
+    """One node cut off from every other node (the harness still reaches it): a broker,
+    ZooKeeper or a client node (``role``: broker, zookeeper, client)."""
+
+    kind: ClassVar[str] = "isolate-node"
+    node: str | None = None
+    role: str | None = None
+    _added: list[list[str]] = field(default_factory=list, init=False, repr=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.node is None:
+            if self.role is None:
+                self.role = rng.choice(["broker", "broker", "zookeeper", "client"])
+            choices = {"broker": cluster.broker_names, "zookeeper": ["zk"],
+                       "client": cluster.client_names}[self.role]
+            self.node = rng.choice(choices)
+        self._added = _block(cluster, _both_ways(self.node, list(cluster.net.nodes)))
+        self.description = f"isolate {self.node} from every other node"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        _unblock(cluster, self._added)
+
+
+@dataclass
+class LeaderFromZooKeeper(Fault):
+    """A partition's current leader cut off from ZooKeeper only: the other brokers and
+    the clients still reach it (it may go on serving while the controller elects
+    another)."""
+
+    kind: ClassVar[str] = "leader-from-zk"
+    partition: str | None = None
+    broker: int | None = None
+    _added: list[list[str]] = field(default_factory=list, init=False, repr=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.partition is None:
+            self.partition = _pick_partition(cluster, rng)
+        if self.broker is None:
+            self.broker = leader_of(cluster, self.partition)
+        name = cluster.node_name(self.broker)
+        self._added = _block(cluster, _both_ways(name, ["zk"]))
+        self.description = (f"cut {name} <-> zk ({name} led {self.partition}; brokers and "
+                            f"clients still reach it)")
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        _unblock(cluster, self._added)
+
+
+@dataclass
+class IsolateController(Fault):
+    """The controller (as ZooKeeper names it) cut off from every other node."""
+
+    kind: ClassVar[str] = "isolate-controller"
+    broker: int | None = None
+    _added: list[list[str]] = field(default_factory=list, init=False, repr=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.broker is None:
+            self.broker = controller_of(cluster)
+        name = cluster.node_name(self.broker)
+        self._added = _block(cluster, _both_ways(name, list(cluster.net.nodes)))
+        self.description = f"isolate {name} (the controller) from every other node"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        _unblock(cluster, self._added)
+
+
+@dataclass
+class FollowerFromLeader(Fault):
+    """A follower in a partition's ISR cut off from that partition's leader only: it
+    still reaches ZooKeeper, the other brokers and the clients."""
+
+    kind: ClassVar[str] = "follower-from-leader"
+    partition: str | None = None
+    leader: int | None = None
+    follower: int | None = None
+    _added: list[list[str]] = field(default_factory=list, init=False, repr=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.partition is None:
+            self.partition = _pick_partition(cluster, rng)
+        if self.leader is None or self.follower is None:
+            topic, p = split_partition(self.partition)
+
+            def found() -> tuple[int, list[int]] | None:
+                state = cluster.partition_state(topic, p)
+                others = sorted(int(b) for b in state["isr"] if int(b) != state["leader"])
+                return (int(state["leader"]), others) if state["leader"] > 0 and others else None
+
+            leader, followers = _lookup(found, f"a leader of {self.partition} and a follower")
+            self.leader, self.follower = leader, rng.choice(followers)
+        a, b = cluster.node_name(self.follower), cluster.node_name(self.leader)
+        self._added = _block(cluster, [(a, b), (b, a)])
+        self.description = (f"cut {a} <-> {b} ({a} follows {b}, the leader of "
+                            f"{self.partition}; both still reach zk)")
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        _unblock(cluster, self._added)
+
+
+@dataclass
+class Split(Fault):
+    """The network split in two: a minority of one broker and one client node, and a
+    majority of the other brokers, ZooKeeper and the other clients; producers run on both
+    sides. ``leader_of``: the minority broker is that partition's leader at apply time
+    (else a random broker)."""
+
+    kind: ClassVar[str] = "split"
+    leader_of: str | None = None
+    minority: list[str] | None = None
+    majority: list[str] | None = None
+    _added: list[list[str]] = field(default_factory=list, init=False, repr=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.minority is None or self.majority is None:
+            if self.leader_of is not None:
+                broker = cluster.node_name(leader_of(cluster, self.leader_of))
+            else:
+                broker = rng.choice(cluster.broker_names)
+            self.minority = [broker, rng.choice(cluster.client_names)]
+            self.majority = [n for n in cluster.net.nodes if n not in self.minority]
+        pairs = [(a, b) for a in self.minority for b in self.majority]
+        self._added = _block(cluster, pairs + [(b, a) for a, b in pairs])
+        lead = f" ({self.minority[0]} led {self.leader_of})" if self.leader_of else ""
+        self.description = (f"split {{{', '.join(self.minority)}}} | "
+                            f"{{{', '.join(self.majority)}}}{lead}")
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        _unblock(cluster, self._added)
+
+
+@dataclass
+class PauseBroker(Fault):
+    """SIGSTOP a broker; SIGCONT at heal."""
+
+    kind: ClassVar[str] = "pause-broker"
+    holds: ClassVar[tuple[float, float]] = (2.0, 15.0)
+    category: ClassVar[str] = "broker"
+    broker: int | None = None
+    leader_of: str | None = None
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.broker is None:
+            self.broker = (leader_of(cluster, self.leader_of) if self.leader_of
+                           else _pick_broker(cluster, rng))
+        cluster.broker(self.broker).pause()
+        self.description = f"SIGSTOP b{self.broker}"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        assert self.broker is not None
+        cluster.broker(self.broker).resume()
+
+
+@dataclass
+class KillBroker(Fault):
+    """kill -9 a broker (``leader_of``: that partition's leader at apply time); started
+    again at heal. ``await_failover``: apply returns once ZooKeeper names another leader
+    of ``leader_of`` (at most 60 s)."""
+
+    kind: ClassVar[str] = "kill-broker"
+    category: ClassVar[str] = "broker"
+    broker: int | None = None
+    leader_of: str | None = None
+    await_failover: bool = False
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.broker is None:
+            self.broker = (leader_of(cluster, self.leader_of) if self.leader_of
+                           else _pick_broker(cluster, rng))
+        cluster.broker(self.broker).kill()
+        lead = f" (the leader of {self.leader_of})" if self.leader_of else ""
+        self.description = f"kill -9 b{self.broker}{lead}"
+        if self.await_failover and self.leader_of:
+            started = time.monotonic()
+            topic, p = split_partition(self.leader_of)
+            gone = self.broker
+            try:
+                new = wait_until(lambda: (lambda x: x if x > 0 and x != gone else None)(
+                    cluster.leader(topic, p)), f"a new leader of {self.leader_of}", 60, 0.1)
+                self.description += (f"; b{new} leads {self.leader_of} after "
+                                     f"{time.monotonic() - started:.1f}s")
+            except AssertionError:
+                self.description += f"; no new leader of {self.leader_of} within 60s"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        assert self.broker is not None
+        b = cluster.broker(self.broker)
+        if not b.running:
+            b.start(wait=True, timeout=90)
+
+
+@dataclass
+class TerminateBroker(Fault):
+    """SIGTERM a broker (it must stop cleanly within 30 s, else it is killed and the
+    description says so); started again at heal."""
+
+    kind: ClassVar[str] = "terminate-broker"
+    category: ClassVar[str] = "broker"
+    broker: int | None = None
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.broker is None:
+            self.broker = _pick_broker(cluster, rng)
+        started = time.monotonic()
+        status = cluster.broker(self.broker).terminate(timeout=30)
+        took = time.monotonic() - started
+        self.description = f"SIGTERM b{self.broker}: " + (
+            f"exited {status} in {took:.1f}s" if status is not None
+            else "did not exit within 30s, killed")
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        assert self.broker is not None
+        b = cluster.broker(self.broker)
+        if not b.running:
+            b.start(wait=True, timeout=90)
+
+
+@dataclass
+class RestartZooKeeper(Fault):
+    """ZooKeeper killed (kill -9), started again on its data at heal."""
+
+    kind: ClassVar[str] = "restart-zk"
+    holds: ClassVar[tuple[float, float]] = (1.0, 10.0)
+    category: ClassVar[str] = "zookeeper"
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        cluster.zookeeper.kill()
+        self.description = "kill -9 ZooKeeper"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        if not cluster.zookeeper.running:
+            cluster.zookeeper.start()
+
+
+@dataclass
+class PauseZooKeeper(Fault):
+    """SIGSTOP ZooKeeper; SIGCONT at heal (sessions whose pings it missed then expire)."""
+
+    kind: ClassVar[str] = "pause-zk"
+    holds: ClassVar[tuple[float, float]] = (2.0, 12.0)
+    category: ClassVar[str] = "zookeeper"
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        cluster.zookeeper.pause()
+        self.description = "SIGSTOP ZooKeeper"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        cluster.zookeeper.resume()
+
+
+@dataclass
+class FillDisk(Fault):
+    """One broker's data filesystem filled to the last byte; freed at heal, and the
+    broker started again if the full disk stopped it."""
+
+    kind: ClassVar[str] = "fill-disk"
+    needs: ClassVar[frozenset[str]] = frozenset({"disk"})
+    category: ClassVar[str] = "broker"
+    broker: int | None = None
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.broker is None:
+            self.broker = _pick_broker(cluster, rng)
+        b = cluster.broker(self.broker)
+        if b.disk.kind == "dir":
+            raise FaultSkipped(f"b{self.broker}'s data is not on a filesystem of its own")
+        b.disk.fill()
+        self.description = f"fill b{self.broker}'s disk ({b.disk.kind}, {b.disk.size_mb} MB)"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        assert self.broker is not None
+        b = cluster.broker(self.broker)
+        b.disk.free()
+        if not b.running:
+            b.start(wait=True, timeout=90)
+
+
+@dataclass
+class DelayZooKeeper(Fault):
+    """Each direction of one broker's ZooKeeper traffic delayed by ``seconds`` (through
+    its proxy); no delay at heal."""
+
+    kind: ClassVar[str] = "delay-zk"
+    needs: ClassVar[frozenset[str]] = frozenset({"zk_proxies"})
+    category: ClassVar[str] = "broker"
+    broker: int | None = None
+    seconds: float | None = None
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.broker is None:
+            self.broker = _pick_broker(cluster, rng)
+        if self.seconds is None:
+            self.seconds = round(rng.uniform(0.5, 4.0), 1)
+        cluster.delay_zookeeper(self.broker, self.seconds)
+        self.description = f"delay b{self.broker}'s ZooKeeper traffic by {self.seconds}s each way"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        assert self.broker is not None
+        cluster.delay_zookeeper(self.broker, 0)
+
+
+@dataclass
+class JumpClock(Fault):
+    """One broker's clocks (wall and monotonic, libfaketime) jumped forward by
+    ``seconds``; a clock does not go back, so heal does nothing."""
+
+    kind: ClassVar[str] = "clock-jump"
+    needs: ClassVar[frozenset[str]] = frozenset({"faketime"})
+    holds: ClassVar[tuple[float, float]] = (2.0, 10.0)
+    category: ClassVar[str] = "broker"
+    broker: int | None = None
+    seconds: float | None = None
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.broker is None:
+            self.broker = _pick_broker(cluster, rng)
+        if self.seconds is None:
+            self.seconds = float(rng.choice([5, 15, 30, 60, 120]))
+        b = cluster.broker(self.broker)
+        if not b.faketime:
+            raise FaultSkipped(f"b{self.broker} runs without libfaketime")
+        b.jump_clock(self.seconds)
+        self.description = (f"jump b{self.broker}'s clocks forward {self.seconds:.0f}s "
+                            f"(now +{b.clock_offset:.0f}s)")
+
+
+@dataclass
+class RestartConsumer(Fault):
+    """A consumer worker killed with kill -9, started again (its next incarnation) at
+    heal."""
+
+    kind: ClassVar[str] = "restart-consumer"
+    needs: ClassVar[frozenset[str]] = frozenset({"workload"})
+    holds: ClassVar[tuple[float, float]] = (0.5, 8.0)
+    category: ClassVar[str] = "client"
+    worker: str | None = None
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        workload = self._bound()
+        if self.worker is None:
+            self.worker = rng.choice(sorted(
+                w.id for w in workload.workers.values() if w.kind == "consumer" and w.running))
+        workload.kill(self.worker)
+        self.description = f"kill -9 consumer {self.worker}"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        assert self.worker is not None
+        self._bound().respawn(self.worker, wait=False)
+
+
+@dataclass
+class TxnCoordinatorCut(Fault):
+    """The transaction coordinator of a transactional producer cut off just as that
+    producer asks for a commit (``at_commit``: apply waits, at most 20 s, for the next
+    ``invoke commit`` in its history). ``mode``: ``isolate`` (from every node: the
+    coordinator moves, and the new one must finish or abort what the old one began) or
+    ``brokers`` (from the other brokers only: it keeps ZooKeeper and its clients, and
+    can neither replicate the commit's state nor write its markers to partitions led
+    elsewhere)."""
+
+    kind: ClassVar[str] = "txn-coordinator"
+    needs: ClassVar[frozenset[str]] = frozenset({"workload"})
+    worker: str | None = None
+    mode: str | None = None
+    at_commit: bool = True
+    broker: int | None = None
+    _added: list[list[str]] = field(default_factory=list, init=False, repr=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        workload = self._bound()
+        if self.worker is None:
+            txn = sorted(w.id for w in workload.workers.values() if w.kind == "txn")
+            if not txn:
+                raise FaultSkipped("the workload has no transactional producer")
+            self.worker = rng.choice(txn)
+        if self.mode is None:
+            self.mode = rng.choice(["isolate", "brokers"])
+        seen = "no commit seen in 20s"
+        if self.at_commit:
+            path = workload.out_dir / HISTORY_DIR / f"{self.worker}.jsonl"
+            txn_no = _await_commit(path, 20.0)
+            if txn_no is not None:
+                seen = f"as {self.worker} commits transaction {txn_no}"
+        if self.broker is None:
+            config = next(iter(cluster.brokers.values())).config
+            count = int(config.get("transaction.state.log.num.partitions",
+                                   BROKER_CONFIG["transaction.state.log.num.partitions"]))
+            slot = partition_for(f"chaos-{self.worker}", count)
+            self.broker = leader_of(cluster, f"{TXN_TOPIC}/{slot}")
+        name = cluster.node_name(self.broker)
+        others = cluster.broker_names if self.mode == "brokers" else list(cluster.net.nodes)
+        self._added = _block(cluster, _both_ways(name, others))
+        what = "the other brokers" if self.mode == "brokers" else "every other node"
+        self.description = (f"cut {name} (transaction coordinator of {self.worker}) off "
+                            f"from {what}" + (f", {seen}" if self.at_commit else ""))
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        _unblock(cluster, self._added)
+
+
+def _await_commit(path: Path, timeout: float) -> int | None:
+    """The transaction number of the next ``invoke commit`` line written to ``path``
+    (None if none within ``timeout``)."""
+    import json
+
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as f:
+        f.seek(0, 2)
+        partial = ""
+        while time.monotonic() < deadline:
+            chunk = f.readline()
+            if not chunk:
+                time.sleep(0.003)
+                continue
+            partial += chunk
+            if not partial.endswith("\n"):
+                continue
+            line, partial = partial, ""
+            with contextlib.suppress(ValueError):
+                e = json.loads(line)
+                if e.get("type") == "invoke" and e.get("op") == "commit":
+                    return int(e.get("txn", -1))
+    return None
+
+
+KINDS: dict[str, type[Fault]] = {
+    cls.kind: cls for cls in (
+        CutLink, IsolateNode, LeaderFromZooKeeper, IsolateController, FollowerFromLeader,
+        Split, PauseBroker, KillBroker, TerminateBroker, RestartZooKeeper, PauseZooKeeper,
+        FillDisk, DelayZooKeeper, JumpClock, RestartConsumer, TxnCoordinatorCut,
+    )
+}
+
+
+def unavailable_kinds(features: set[str]) -> dict[str, str]:
+    """Kinds this machine or cluster cannot host, with why; ``features``: what the cluster
+    has (``disk``, ``zk_proxies``, ``faketime``, ``workload``)."""
+    out = {}
+    for kind, cls in KINDS.items():
+        missing = cls.needs - features
+        if "faketime" in missing and not faketime_available():
+            out[kind] = "libfaketime is not installed (Debian package faketime)"
+        elif missing:
+            out[kind] = f"the cluster has no {', '.join(sorted(missing))}"
+    return out
+
+
+def heal_all(cluster: ChaosCluster, workload: Workload | None = None) -> list[str]:
+    """Everything back: the network whole, ZooKeeper resumed and running, no ZooKeeper
+    delay, every broker resumed with its disk freed and running, every consumer running.
+    What it had to do, one line each; raises only when a broker cannot be started."""
+    done: list[str] = []
+    if cluster.net.blocked:
+        done.append(f"network healed ({len(cluster.net.blocked)} blocked directions)")
+    cluster.net.heal()
+    cluster.zookeeper.resume()
+    if not cluster.zookeeper.running:
+        cluster.zookeeper.start()
+        done.append("ZooKeeper started")
+    if cluster.zk_proxies:
+        for i in cluster.ids:
+            cluster.delay_zookeeper(i, 0)
+    for i, b in sorted(cluster.brokers.items()):
+        if b.paused:
+            done.append(f"b{i} resumed")
+        b.resume()
+        if b.disk.kind != "dir" and b.disk.full:
+            b.disk.free()
+            done.append(f"b{i}'s disk freed")
+    for i, b in sorted(cluster.brokers.items()):
+        if not b.running:
+            b.start(wait=False)
+            done.append(f"b{i} started")
+    for b in cluster.brokers.values():
+        b.wait_ready(90)
+    if workload is not None:
+        for w in workload.workers.values():
+            if w.kind == "consumer" and not w.running:
+                workload.respawn(w.id, wait=False)
+                done.append(f"consumer {w.id} started")
+    return done
