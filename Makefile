@@ -3,6 +3,10 @@
 #               data in ./chronik-cluster (needs ZooKeeper: make deps)
 # make test:  the whole test suite (unit, integration with real clients, Spark)
 # make fuzz:  fuzz a live broker for FUZZ_SECONDS (findings in ./fuzz-findings)
+# make chaos: random faults against a 3-broker cluster under the Jepsen-style workloads
+#             for CHAOS_MINUTES in all, split evenly between CHAOS_SEEDS (a fresh cluster
+#             per seed); CHAOS_ARGS adds options (--scenario all, --kinds ..., --out DIR).
+#             Needs root (network namespaces); a failed run is saved and its re-run printed
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
@@ -10,7 +14,7 @@ STAMP := $(VENV)/.installed
 SERVE_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve cluster test test-fast lint bench bench-quick bank-demo deps clean fuzz
+.PHONY: serve cluster test test-fast lint bench bench-quick bank-demo deps clean fuzz chaos
 
 # setup.py compiles chronik.records.stamping: an edit of it reinstalls.
 $(STAMP): pyproject.toml setup.py src/chronik/records/stamping.py
@@ -46,6 +50,13 @@ fuzz: $(STAMP)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_FRAMES=$(FUZZ_FRAMES) \
 	FUZZ_FINDINGS=$(CURDIR)/fuzz-findings \
 	$(PY) -m pytest -q -s --timeout=0 tests/integration/test_fuzz.py::test_fuzz_campaign
+
+CHAOS_MINUTES ?= 30
+CHAOS_SEEDS ?= 1,2,3
+CHAOS_ARGS ?=
+chaos: deps
+	PYTHONPATH=tests $(PY) -m chaos.campaign --minutes $(CHAOS_MINUTES) --seeds $(CHAOS_SEEDS) \
+	  $(CHAOS_ARGS)
 
 BENCH_ARGS ?= --repeat 3
 bench: $(STAMP)

