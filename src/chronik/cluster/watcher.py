@@ -1,34 +1,54 @@
 """ZooKeeper watches that keep a ClusterView current.
 
 Every broker watches the same znodes (brokers, controller, topics, their partition
-states and configs, pending deletions) rather than waiting for the controller's
-LeaderAndIsr/UpdateMetadata requests: ZooKeeper already orders and delivers every change
-to every broker, so no broker-to-broker protocol is needed for metadata, and a broker
-that missed the controller's news (it was restarting) simply reads the znodes.
+states and configs, pending deletions, users, broker configs) rather than waiting for the
+controller's LeaderAndIsr/UpdateMetadata requests: ZooKeeper already orders and delivers
+every change to every broker, so no broker-to-broker protocol is needed for metadata, and
+a broker that missed the controller's news (it was restarting) simply reads the znodes.
 
-Watches are set once per znode path and never removed: a topic deleted and created again
-under the same name is seen by the same watches.
+Each watched znode carries one of ZooKeeper's own one-shot watches, set by reading the
+znode and set again by the read its firing sets off (a missing znode is watched with
+exists, so that its creation is seen). The reads are asynchronous: kazoo sends them as
+they are made, without waiting for the answers, and takes the answers on its completion
+thread in the order the reads were sent. There each answer sets off the reads it leads to
+(a topic's partition states once its assignment is read) and is handed to the loop, where
+the view changes, in that same order. So watching costs no thread per znode, whatever
+their number, and reading a cluster of thousands of partitions takes a few round trips
+rather than one per znode.
 
-A callback that reads more znodes fails when the session drops or closes meanwhile. That
-is no error: closed, the broker is stopping; dropped, what it was reading is read again
-once the session is back (kazoo's watches do not call again for an unchanged listing).
+kazoo, unlike ZooKeeper's Java client, does not send SetWatches on a new connection: the
+watches of a connection go with it, whether the session outlives the connection or
+expires. So once reconnected, everything is read again from the top in one pass, which
+also brings whatever changed meanwhile (an unchanged partition state leaves the view as
+it is).
+
+Within a connection a watch stays set until it fires, so a topic deleted and created
+again under the same name is seen either by the watches on its znodes or by the listing
+of /brokers/topics. A name its parent no longer lists (a deleted topic, user or broker
+entity) is forgotten: its znodes are not read again when their watches fire, and the
+listing brings it back if it is created again.
+
+A read cut short by the session is no error: closed, the broker is stopping; dropped or
+expired, the pass that follows the reconnection reads it again. One debug line says so.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
     NoNodeError,
     SessionExpiredError,
 )
-from kazoo.protocol.states import KazooState
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
 from chronik.cluster import znodes
 from chronik.cluster.session import ZkSession
@@ -38,196 +58,451 @@ from chronik.cluster.znodes import Assignment, BrokerInfo, PartitionState
 log = logging.getLogger("chronik.cluster")
 
 
+class _Pass:
+    """One reading of every watched znode from the top. It counts its reads in flight (a
+    read's follow-ups are counted before the read itself ends), and is complete once none
+    is left, unless one was cut short by the connection."""
+
+    def __init__(self, on_complete: Callable[[], None]) -> None:
+        self._lock = threading.Lock()
+        # Held by whoever starts the pass until its first reads are sent: an answer that
+        # came back before the next read was sent would otherwise end the pass.
+        self._pending = 1
+        self._cut = False
+        self._on_complete = on_complete
+
+    def begin(self) -> None:
+        with self._lock:
+            self._pending += 1
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+
+    def end(self) -> None:
+        with self._lock:
+            self._pending -= 1
+            complete = self._pending == 0 and not self._cut
+        if complete:
+            self._on_complete()
+
+
+Tracker = _Pass | None
+DataHandler = Callable[[bytes | None, Any, Tracker], None]
+ChildrenHandler = Callable[[list[str], Tracker], None]
+# reader(tracker, fan_out): reads a znode; fan_out for one of many reads a listing or an
+# assignment sets off (see WINDOW).
+Reader = Callable[[Tracker, bool], None]
+Done = Callable[[Any, BaseException | None], None]
+# Reads a listing or an assignment sets off (a topic's thousands of partition states) in
+# flight at once; the others wait here, in order. ZooKeeper answers a connection's
+# requests in order, so a read sent behind thousands would wait for all of them: a watch
+# that fires meanwhile (a broker registering) is read at once, behind a window at most.
+WINDOW = 256
+
+
+class _BrokersReading:
+    """One listing of /brokers/ids and the registrations it names, handed to the loop as
+    one map once every registration is read."""
+
+    def __init__(self, number: int, count: int) -> None:
+        self.number = number  # listings are numbered in the order their answers came
+        self.left = count
+        self.failed = False
+        self.brokers: dict[int, BrokerInfo] = {}
+
+
 class Watcher:
     def __init__(self, session: ZkSession, view: ClusterView) -> None:
         self.session = session
         self.view = view
-        self._lock = threading.Lock()  # the sets below are touched from kazoo's threads
-        self._topic_watches: set[str] = set()
-        self._state_watches: set[tuple[str, int]] = set()
-        self._user_watches: set[str] = set()
-        self._broker_config_watches: set[str] = set()
-        # Configs read before their topic's assignment (the config znode is written first).
+        # Reentrant: once the client is stopped kazoo calls a read's callback at once, on
+        # the thread that made the read, which may hold the lock.
+        self._lock = threading.RLock()
+        # How to read each watched znode when its watch fires, by path.
+        self._readers: dict[str, Reader] = {}
+        # Listed names and, per topic, the partitions whose states are watched.
+        self._topics: dict[str, set[int]] = {}
+        self._users: set[str] = set()
+        self._broker_entities: set[str] = set()
+        self._installed = False
+        self._loaded = False
+        self._told_cut = False
+        # Fan-out reads: in flight on this connection, and waiting to be sent.
+        self._connection = 0
+        self._in_flight = 0
+        self._waiting: deque[tuple[str, str, bool, Tracker, Done]] = deque()
+        # Completion thread only: listings of /brokers/ids answered, and the last handed
+        # over, so the last map handed to the loop is of the last listing read.
+        self._brokers_listed = 0
+        self._brokers_handed = 0
+        # Loop only. Configs read before their topic's assignment (the config znode is
+        # written first).
         self._early_configs: dict[str, dict[str, str]] = {}
-        # Readings cut short by a dropped connection, by znode path: done again on reconnect.
-        self._again: dict[str, Callable[[], None]] = {}
-        # One reading of /brokers/ids handed to the loop at a time, so the last one handed
-        # over is the last one read (a reading done again races the watch's own).
-        self._brokers_lock = threading.Lock()
+        self._roots: tuple[tuple[str, Reader], ...] = (
+            (znodes.BROKER_IDS, self._children_reader(znodes.BROKER_IDS, self._on_brokers)),
+            (znodes.CONTROLLER, self._data_reader(znodes.CONTROLLER, self._on_controller)),
+            (znodes.DELETE_TOPICS,
+             self._children_reader(znodes.DELETE_TOPICS, self._on_deletes)),
+            (znodes.TOPICS, self._children_reader(znodes.TOPICS, self._on_topics)),
+            (znodes.CONFIG_USERS,
+             self._children_reader(znodes.CONFIG_USERS, self._on_users)),
+            (znodes.CONFIG_BROKERS,
+             self._children_reader(znodes.CONFIG_BROKERS, self._on_broker_entities)),
+        )
 
     def install(self) -> None:
-        """On a kazoo thread. When this returns, the first reading of every znode is queued
-        for the loop; a last callback then marks the view loaded."""
+        """Read every watched znode, setting its watch, and follow the cluster from then
+        on. Any thread; returns once the first reads are sent, without waiting for an
+        answer. The view is marked loaded once the first full reading is on the loop."""
         client = self.session.client
         assert client is not None
         client.add_listener(self._on_connection)
-        ChildrenWatch(client, znodes.BROKER_IDS, self._children(znodes.BROKER_IDS,
-                                                                self._on_brokers))
-        DataWatch(client, znodes.CONTROLLER, self._on_controller)
-        ChildrenWatch(client, znodes.DELETE_TOPICS, self._on_deletes)
-        ChildrenWatch(client, znodes.TOPICS, self._children(znodes.TOPICS, self._on_topics))
-        ChildrenWatch(client, znodes.CONFIG_USERS,
-                      self._children(znodes.CONFIG_USERS, self._on_users))
-        ChildrenWatch(client, znodes.CONFIG_BROKERS,
-                      self._children(znodes.CONFIG_BROKERS, self._on_broker_configs))
-        self.session.to_loop(self._mark_loaded)
+        self._installed = True
+        self._read_all()
 
     # -- kazoo threads --------------------------------------------------------------
 
-    def _guarded(self, path: str, read: Callable[[], None], again: Callable[[], None]) -> None:
-        """``read()``; if the session drops meanwhile, ``again()`` once it is back."""
-        try:
-            read()
-        except ConnectionClosedError:
-            return  # closed by this broker's stop
-        except (ConnectionLoss, SessionExpiredError) as exc:
-            log.debug("reading %s cut short (%s); again once reconnected",
-                      path, type(exc).__name__)
-            with self._lock:
-                self._again[path] = again
-            client = self.session.client
-            if client is not None and client.connected:
-                self._on_connection(KazooState.CONNECTED)  # back before this was noted
-
-    def _children(
-        self, path: str, handle: Callable[[list[str]], None]
-    ) -> Callable[[list[str]], None]:
-        """A ChildrenWatch function for ``path`` that reads more znodes in ``handle``."""
-
-        def again() -> None:
-            client = self.session.client
-            assert client is not None
-            handle(client.get_children(path))
-
-        def on_children(children: list[str]) -> None:
-            self._guarded(path, lambda: handle(children), again)
-
-        return on_children
-
     def _on_connection(self, state: str) -> None:
-        """kazoo's connection thread, which must not block: readings go to a thread."""
-        if state != KazooState.CONNECTED:
+        """kazoo's connection thread, which must not block: reads are only sent here."""
+        if state != KazooState.CONNECTED or not self._installed:
             return
         with self._lock:
-            pending, self._again = self._again, {}
-        client = self.session.client
-        for path, again in pending.items():
-            if client is not None:
-                client.handler.spawn(self._guarded, path, again, again)
+            self._told_cut = False
+            # Reads sent before may never be answered (kazoo drops its unsent ones when
+            # the session expires), and those waiting would be read twice: the pass
+            # below reads everything.
+            self._connection += 1
+            self._in_flight = 0
+            dropped, self._waiting = self._waiting, deque()
+        for _, _, _, tracker, _ in dropped:
+            if tracker is not None:
+                tracker.cut()
+                tracker.end()
+        # The connection's watches went with the last one (kazoo sets none again).
+        self._read_all()
 
-    def _on_brokers(self, children: list[str]) -> None:
+    def _read_all(self) -> None:
+        reading = _Pass(self._on_pass_complete)
+        for path, reader in self._roots:
+            self._watch(path, reader, reading, fan_out=False)
+        reading.end()
+
+    def _on_pass_complete(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            self.session.to_loop(self._mark_loaded)
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        """kazoo's callback thread. An event without a type tells of the connection, not
+        of a znode: the pass after the reconnection reads everything."""
+        if event.type == EventType.NONE:
+            return
+        with self._lock:
+            reader = self._readers.get(event.path)
+        if reader is not None:
+            reader(None, False)
+
+    def _watch(self, path: str, reader: Reader, tracker: Tracker, fan_out: bool = True) -> None:
+        with self._lock:
+            self._readers[path] = reader
+        reader(tracker, fan_out)
+
+    def _data_reader(self, path: str, handle: DataHandler) -> Reader:
+        return functools.partial(self._read_data, path, handle)
+
+    def _children_reader(self, path: str, handle: ChildrenHandler) -> Reader:
+        return functools.partial(self._read_children, path, handle)
+
+    def _send(
+        self, op: str, path: str, watch: bool, tracker: Tracker, done: Done, fan_out: bool
+    ) -> None:
+        """Send one read (``op`` "get", "exists" or "children"); ``done(value, error)``
+        on kazoo's completion thread. A fan-out read waits its turn in the window."""
+        if tracker is not None:
+            tracker.begin()
+        if not fan_out:
+            self._transmit(op, path, watch, tracker, done, None)
+            return
+        with self._lock:
+            if self._waiting or self._in_flight >= WINDOW:
+                self._waiting.append((op, path, watch, tracker, done))
+                return
+            self._in_flight += 1
+            connection = self._connection
+        if not self._transmit(op, path, watch, tracker, done, connection):
+            self._release(connection)
+
+    def _release(self, connection: int) -> None:
+        """A fan-out read's place is free (answered, or not sent): the next in line."""
+        while True:
+            with self._lock:
+                if connection != self._connection:
+                    return  # counted afresh since
+                self._in_flight -= 1
+                if not self._waiting:
+                    return
+                op, path, watch, tracker, done = self._waiting.popleft()
+                self._in_flight += 1
+            if self._transmit(op, path, watch, tracker, done, connection):
+                return
+
+    def _transmit(
+        self,
+        op: str,
+        path: str,
+        watch: bool,
+        tracker: Tracker,
+        done: Done,
+        connection: int | None,
+    ) -> bool:
+        """Whether the read was sent. ``connection``: that of a fan-out read, whose
+        answer frees its place in the window."""
         client = self.session.client
-        assert client is not None
-        with self._brokers_lock:
-            brokers: dict[int, BrokerInfo] = {}
-            for child in children:
+        if client is None or not client.connected:
+            # It would wait for the connection; the pass after the reconnection reads it.
+            self._cut_short(path, "disconnected", tracker)
+            if tracker is not None:
+                tracker.end()
+            return False
+
+        def complete(result: Any) -> None:
+            try:
                 try:
-                    node_id = int(child)
-                    data, _ = client.get(znodes.broker_path(node_id))
-                    brokers[node_id] = znodes.parse_broker(node_id, data)
-                except NoNodeError:
-                    continue  # gone since the list was read; the next event says so
-                except (ValueError, KeyError, TypeError) as exc:
-                    log.warning("ignoring unreadable broker registration %s: %s", child, exc)
-            self.session.to_loop(self._set_brokers, brokers)
+                    value, error = result.get_nowait(), None
+                except Exception as exc:  # noqa: BLE001 - handed to done
+                    value, error = None, exc
+                done(value, error)
+            except Exception:
+                log.exception("following ZooKeeper's answer about %s failed", path)
+            finally:
+                if connection is not None:
+                    self._release(connection)
+                if tracker is not None:
+                    tracker.end()
 
-    def _on_controller(self, data: bytes | None, stat: Any) -> None:
+        call = _CALLS[op]
+        with self._lock:
+            result = call(client, path, self._on_watch if watch else None)
+            # Linked before the next read is sent: answers are then taken in the order
+            # the reads were sent (kazoo queues a callback when both the answer and the
+            # link are there).
+            result.rawlink(complete)
+        return True
+
+    def _read_data(
+        self, path: str, handle: DataHandler, tracker: Tracker, fan_out: bool
+    ) -> None:
+        """``handle(data, stat, tracker)``, with (None, None) for a missing znode."""
+
+        def got(value: Any, error: BaseException | None) -> None:
+            if error is None:
+                data, stat = value
+                handle(data, stat, tracker)
+            elif isinstance(error, NoNodeError):
+                self._send("exists", path, True, tracker, missing, fan_out)
+            else:
+                self._failed(path, error, tracker)
+
+        def missing(stat: Any, error: BaseException | None) -> None:
+            if error is not None:
+                self._failed(path, error, tracker)
+            elif stat is None:
+                handle(None, None, tracker)
+            else:
+                self._read_data(path, handle, tracker, fan_out)  # created since the read
+
+        self._send("get", path, True, tracker, got, fan_out)
+
+    def _read_children(
+        self, path: str, handle: ChildrenHandler, tracker: Tracker, fan_out: bool
+    ) -> None:
+        """``handle(children, tracker)``, with no children for a missing znode."""
+
+        def got(children: Any, error: BaseException | None) -> None:
+            if error is None:
+                handle(list(children), tracker)
+            elif isinstance(error, NoNodeError):
+                self._send("exists", path, True, tracker, missing, fan_out)
+            else:
+                self._failed(path, error, tracker)
+
+        def missing(stat: Any, error: BaseException | None) -> None:
+            if error is not None:
+                self._failed(path, error, tracker)
+            elif stat is None:
+                handle([], tracker)
+            else:
+                self._read_children(path, handle, tracker, fan_out)
+
+        self._send("children", path, True, tracker, got, fan_out)
+
+    def _failed(self, path: str, error: BaseException, tracker: Tracker) -> None:
+        if isinstance(error, ConnectionClosedError):
+            if tracker is not None:
+                tracker.cut()  # closed by this broker's stop
+        elif isinstance(error, ConnectionLoss | SessionExpiredError):
+            self._cut_short(path, type(error).__name__, tracker)
+        else:
+            log.warning("reading %s from ZooKeeper failed: %s", path, error)
+
+    def _cut_short(self, path: str, why: str, tracker: Tracker) -> None:
+        if tracker is not None:
+            tracker.cut()
+        client = self.session.client
+        if client is None or client.client_state == KeeperState.CLOSED:
+            return  # closed by this broker's stop
+        with self._lock:
+            told, self._told_cut = self._told_cut, True
+        if not told:
+            log.debug("reading %s cut short (%s); everything is read again once reconnected",
+                      path, why)
+
+    # -- what is read, on kazoo's completion thread -----------------------------------
+
+    def _on_brokers(self, children: list[str], tracker: Tracker) -> None:
+        ids: list[int] = []
+        for child in children:
+            try:
+                ids.append(int(child))
+            except ValueError:
+                log.warning("ignoring unreadable broker registration %s", child)
+        self._brokers_listed += 1
+        reading = _BrokersReading(self._brokers_listed, len(ids))
+        if not ids:
+            self._hand_over_brokers(reading)
+        for node_id in ids:
+            path = znodes.broker_path(node_id)
+            done = functools.partial(self._on_broker, reading, node_id, path, tracker)
+            # Not in the window: a broker's registration read behind a topic's thousands
+            # of partition states would leave the view without that broker meanwhile.
+            self._send("get", path, False, tracker, done, fan_out=False)
+
+    def _on_broker(
+        self,
+        reading: _BrokersReading,
+        node_id: int,
+        path: str,
+        tracker: Tracker,
+        value: Any,
+        error: BaseException | None,
+    ) -> None:
+        if error is None:
+            try:
+                reading.brokers[node_id] = znodes.parse_broker(node_id, value[0])
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable broker registration %s: %s", node_id, exc)
+        elif not isinstance(error, NoNodeError):  # gone since listed: the next event says so
+            reading.failed = True
+            self._failed(path, error, tracker)
+        reading.left -= 1
+        if reading.left == 0 and not reading.failed:
+            self._hand_over_brokers(reading)
+
+    def _hand_over_brokers(self, reading: _BrokersReading) -> None:
+        if reading.number > self._brokers_handed:
+            self._brokers_handed = reading.number
+            self.session.to_loop(self._set_brokers, reading.brokers)
+
+    def _on_controller(self, data: bytes | None, stat: Any, tracker: Tracker) -> None:
         self.session.to_loop(self._set_controller, znodes.parse_controller(data))
 
-    def _on_deletes(self, children: list[str]) -> None:
+    def _on_deletes(self, children: list[str], tracker: Tracker) -> None:
         self.session.to_loop(self._set_deleting, set(children))
 
-    def _on_topics(self, children: list[str]) -> None:
-        client = self.session.client
-        assert client is not None
-        for name in children:
-            with self._lock:
-                if name in self._topic_watches:
-                    continue
-                self._topic_watches.add(name)
-            DataWatch(client, znodes.config_path(name), self._config_callback(name))
-            DataWatch(client, znodes.topic_path(name), self._topic_callback(name))
-        self.session.to_loop(self._set_topic_names, set(children))
+    def _on_topics(self, children: list[str], tracker: Tracker) -> None:
+        names = set(children)
+        with self._lock:
+            for gone in set(self._topics) - names:
+                self._forget_topic(gone)
+            new = names - self._topics.keys()
+            for name in new:
+                self._topics[name] = set()
+        # A pass reads every topic; a change of the listing only the new ones. The config
+        # first: a new topic's is written before its assignment.
+        for name in sorted(names if tracker is not None else new):
+            path = znodes.config_path(name)
+            self._watch(path, self._data_reader(path, self._config_handler(name)), tracker)
+            path = znodes.topic_path(name)
+            handle = functools.partial(self._on_assignment, name)
+            self._watch(path, self._data_reader(path, handle), tracker)
+        self.session.to_loop(self._set_topic_names, names)
 
-    def _on_users(self, children: list[str]) -> None:
-        client = self.session.client
-        assert client is not None
-        for name in children:
-            with self._lock:
-                if name in self._user_watches:
-                    continue
-                self._user_watches.add(name)
-            DataWatch(client, znodes.user_path(name), self._config_callback(name, "user"))
+    def _forget_topic(self, name: str) -> None:
+        """Under the lock: a topic /brokers/topics no longer lists."""
+        for partition in self._topics.pop(name, ()):
+            self._readers.pop(znodes.state_path(name, partition), None)
+        self._readers.pop(znodes.config_path(name), None)
+        self._readers.pop(znodes.topic_path(name), None)
 
-    def _on_broker_configs(self, children: list[str]) -> None:
-        client = self.session.client
-        assert client is not None
-        for name in children:
-            with self._lock:
-                if name in self._broker_config_watches:
-                    continue
-                self._broker_config_watches.add(name)
-            DataWatch(client, znodes.broker_config_path(name),
-                      self._config_callback(name, "broker"))
+    def _on_assignment(self, name: str, data: bytes | None, stat: Any, tracker: Tracker) -> None:
+        if data is None:
+            self.session.to_loop(self._drop_topic, name)
+            return
+        try:
+            assignment = znodes.parse_assignment(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable assignment of topic %s: %s", name, exc)
+            return
+        self.session.to_loop(self._set_assignment, name, assignment, stat.version)
+        partitions = set(assignment.replicas)
+        with self._lock:
+            watched = self._topics.get(name)
+            if watched is None:
+                return  # no longer listed; the listing brings it back if created again
+            new = partitions - watched
+            watched |= partitions
+        for partition in sorted(partitions if tracker is not None else new):
+            path = znodes.state_path(name, partition)
+            handle = functools.partial(self._on_state, name, partition)
+            self._watch(path, self._data_reader(path, handle), tracker)
 
-    def _topic_callback(self, name: str) -> Any:
-        path = znodes.topic_path(name)
-
-        def on_change(data: bytes | None, stat: Any) -> None:
-            if data is None:
-                self.session.to_loop(self._drop_topic, name)
-                return
+    def _on_state(
+        self, name: str, partition: int, data: bytes | None, stat: Any, tracker: Tracker
+    ) -> None:
+        state = None
+        if data is not None:
             try:
-                assignment = znodes.parse_assignment(data)
+                state = znodes.parse_state(data, stat.version)
             except (ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring unreadable assignment of topic %s: %s", name, exc)
+                log.warning("ignoring unreadable state of %s-%d: %s", name, partition, exc)
                 return
-            self.session.to_loop(self._set_assignment, name, assignment, stat.version)
-            self._guarded(path, lambda: self._watch_states(name, assignment), again)
+        self.session.to_loop(self._set_state, name, partition, state)
 
-        def again() -> None:
-            client = self.session.client
-            assert client is not None
-            try:
-                data, stat = client.get(path)
-            except NoNodeError:
-                data, stat = None, None
-            on_change(data, stat)
+    def _on_users(self, children: list[str], tracker: Tracker) -> None:
+        names = set(children)
+        with self._lock:
+            for gone in self._users - names:
+                self._readers.pop(znodes.user_path(gone), None)
+            new = names - self._users
+            self._users = names
+        for name in sorted(names if tracker is not None else new):
+            path = znodes.user_path(name)
+            self._watch(path, self._data_reader(path, self._config_handler(name, "user")),
+                        tracker)
+        self.session.to_loop(self._keep_users, names)
 
-        return on_change
+    def _on_broker_entities(self, children: list[str], tracker: Tracker) -> None:
+        names = set(children)
+        with self._lock:
+            for gone in self._broker_entities - names:
+                self._readers.pop(znodes.broker_config_path(gone), None)
+            new = names - self._broker_entities
+            self._broker_entities = names
+        for name in sorted(names if tracker is not None else new):
+            path = znodes.broker_config_path(name)
+            handle = self._config_handler(name, "broker")
+            self._watch(path, self._data_reader(path, handle), tracker)
+        self.session.to_loop(self._keep_broker_configs, names)
 
-    def _watch_states(self, name: str, assignment: Assignment) -> None:
-        client = self.session.client
-        assert client is not None
-        for partition in assignment.replicas:
-            with self._lock:
-                if (name, partition) in self._state_watches:
-                    continue
-                self._state_watches.add((name, partition))
-            DataWatch(client, znodes.state_path(name, partition),
-                      self._state_callback(name, partition))
-
-    def _state_callback(self, name: str, partition: int) -> Any:
-        def on_change(data: bytes | None, stat: Any) -> None:
-            state = None
-            if data is not None:
-                try:
-                    state = znodes.parse_state(data, stat.version)
-                except (ValueError, KeyError, TypeError) as exc:
-                    log.warning("ignoring unreadable state of %s-%d: %s", name, partition, exc)
-                    return
-            self.session.to_loop(self._set_state, name, partition, state)
-
-        return on_change
-
-    def _config_callback(self, name: str, entity: str = "topic") -> Any:
+    def _config_handler(self, name: str, entity: str = "topic") -> DataHandler:
         """For a `{"version":1,"config":{...}}` znode: a topic's overrides, a user's
         credentials (``entity`` "user"), or a broker's dynamic configs ("broker")."""
         apply = {"user": self._set_user, "broker": self._set_broker_configs}.get(
             entity, self._set_configs
         )
 
-        def on_change(data: bytes | None, stat: Any) -> None:
+        def on_config(data: bytes | None, stat: Any, tracker: Tracker) -> None:
             try:
                 config = znodes.parse_config(data)
             except (ValueError, TypeError, AttributeError) as exc:
@@ -235,7 +510,7 @@ class Watcher:
                 return
             self.session.to_loop(apply, name, config)
 
-        return on_change
+        return on_config
 
     # -- the loop --------------------------------------------------------------------
 
@@ -267,9 +542,15 @@ class Watcher:
     def _set_assignment(self, name: str, assignment: Assignment, version: int) -> None:
         topic = self.view.topics.get(name)
         if topic is None or topic.assignment.topic_id != assignment.topic_id:
-            pending = self._early_configs.pop(name, {})
-            topic = TopicView(name, assignment, version, configs=pending)
+            # A topic created again while the connection was down replaces the old one
+            # with the configs read just before (the config znode is read first).
+            configs = self._early_configs.pop(name, None)
+            if configs is None:
+                configs = topic.configs if topic is not None else {}
+            topic = TopicView(name, assignment, version, configs=configs)
             self.view.topics[name] = topic
+        elif topic.assignment == assignment and topic.zk_version == version:
+            return  # read again after a reconnection, unchanged
         else:
             topic.assignment = assignment
             topic.zk_version = version
@@ -280,10 +561,10 @@ class Watcher:
 
     def _set_state(self, name: str, partition: int, state: PartitionState | None) -> None:
         topic = self.view.topics.get(name)
-        if topic is None:
+        if topic is None or topic.states.get(partition) == state:
             return
         if state is None:
-            topic.states.pop(partition, None)
+            del topic.states[partition]
         else:
             topic.states[partition] = state
         self.view.changed()
@@ -295,12 +576,27 @@ class Watcher:
             self.view.users.pop(name, None)
         self.view.changed()
 
+    def _keep_users(self, names: set[str]) -> None:
+        """Users /config/users no longer lists (deleted while the connection was down)."""
+        gone = set(self.view.users) - names
+        for name in gone:
+            del self.view.users[name]
+        if gone:
+            self.view.changed()
+
     def _set_broker_configs(self, name: str, config: dict[str, str]) -> None:
         if config:
             self.view.broker_configs[name] = config
         else:
             self.view.broker_configs.pop(name, None)
         self.view.changed()
+
+    def _keep_broker_configs(self, names: set[str]) -> None:
+        gone = set(self.view.broker_configs) - names
+        for name in gone:
+            del self.view.broker_configs[name]
+        if gone:
+            self.view.changed()
 
     def _set_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.view.topics.get(name)
@@ -310,3 +606,10 @@ class Watcher:
         if topic.configs != configs:
             topic.configs = configs
             self.view.changed()
+
+
+_CALLS: dict[str, Callable[[KazooClient, str, Any], Any]] = {
+    "get": lambda client, path, watch: client.get_async(path, watch=watch),
+    "exists": lambda client, path, watch: client.exists_async(path, watch=watch),
+    "children": lambda client, path, watch: client.get_children_async(path, watch=watch),
+}
