@@ -17,7 +17,7 @@ applied: ``{"name", "seed", "minutes", "steps": [{"step", "delay", "hold", "appl
 "healed", "description", "fault"}]}`` (``applied``/``healed``: seconds since the
 schedule started, null when it never happened; ``fault``: the fault with every target
 resolved, or as planned when it was skipped). ``load_replay`` makes a schedule of it
-that does the same faults to the same nodes at the same offsets.
+that does the same faults to the same nodes, with the same delays and holds.
 
 Named scenarios (``SCENARIOS``), each on the queue topic's partition 0 where a partition
 is meant:
