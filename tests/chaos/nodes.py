@@ -7,6 +7,9 @@ image on a loop device, or a tmpfs where loop devices are missing), so one broke
 can be filled while the others write on; else it is a plain directory. Its log file
 lives outside that filesystem.
 
+An I/O error on a broker's disk comes from chaos/fsync_fault.c, preloaded into it:
+fsync and fdatasync fail with EIO while a file exists (``fsync_fault``).
+
 Clock jumps use libfaketime (Debian's `faketime`) preloaded into the broker with a
 time file the harness rewrites. libfaketime 0.9.10 cannot leave the monotonic clock
 alone under Python (time.sleep fails with EINVAL when it tries), so a jump moves both
@@ -167,6 +170,8 @@ class BrokerNode:
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.starts = 0
+        # Added to the environment of the next start (a preloaded fault library).
+        self.env: dict[str, str] = {}
 
     @property
     def address(self) -> str:
@@ -192,7 +197,7 @@ class BrokerNode:
         ]
         for key, value in {**self.config, "broker.id": str(self.broker_id)}.items():
             cmd += ["--set", f"{key}={value}"]
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         if self.faketime:
             env.update(
                 LD_PRELOAD=FAKETIME_LIB,
@@ -280,6 +285,21 @@ class BrokerNode:
         self.resume()
         self.kill()
         self.disk.destroy()
+
+
+def fsync_fault_library(build_dir: Path) -> Path | None:
+    """chaos/fsync_fault.c compiled into ``build_dir``, or None without a C compiler."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    source = Path(__file__).with_name("fsync_fault.c")
+    library = build_dir / "fsync_fault.so"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
+        capture_output=True,
+    )
+    return library if done.returncode == 0 else None
 
 
 def remove_tree(path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka.admin import NewTopic
 
 from chronik.records.builder import Record, build_batch
@@ -22,6 +23,7 @@ from integration.replica_check import (
 from integration.replication_support import BackgroundProducer, converged, produce_request
 
 from .cluster import ChaosCluster, wait_until
+from .nodes import fsync_fault_library
 
 TOPIC = "events"
 
@@ -148,6 +150,48 @@ def test_a_leader_elected_on_a_full_disk_is_not_half_taken_up(chaos_cluster):
         wait_until(lambda: cluster.leader(TOPIC, 0) == 3, "broker 3 elected", 60)
         cluster.broker(2).start()
         cluster.broker(1).start()
+        cluster.wait_full_isr(TOPIC, 1, 120)
+        time.sleep(2)
+    finally:
+        acked = producer.finish()
+    assert_acknowledged_present(acked, converged(cluster, TOPIC, 1))
+
+
+def test_a_leader_whose_fsync_fails_hands_its_partition_on(chaos_cluster, tmp_path):
+    """A failed fsync takes a partition offline on its broker (what is on disk is
+    unknown) until a restart recovers it. Its leader used to keep the leadership, so the
+    partition took no write at all until then; Kafka moves the leadership of a failed
+    log directory's partitions. Here broker 1's disk starts failing every fsync while it
+    leads: another in-sync replica must lead within seconds, acknowledgements go on,
+    and nothing acknowledged is lost."""
+    library = fsync_fault_library(tmp_path / "build")
+    if library is None:
+        pytest.skip("no C compiler to build the fsync fault library")
+    cluster = chaos_cluster(config={"zookeeper.session.timeout.ms": "6000"})
+    fault = tmp_path / "fsync-fails"
+    broker = cluster.broker(1)
+    broker.env.update(LD_PRELOAD=str(library), FSYNC_FAULT_FILE=str(fault))
+    broker.terminate()
+    broker.start()
+    cluster.wait_settled()
+    futures = cluster.admin().create_topics(
+        [NewTopic(TOPIC, 1, replica_assignment=[[1, 2, 3]],
+                  config={"min.insync.replicas": "2"})],
+        operation_timeout=30,
+    )
+    futures[TOPIC].result(60)
+    cluster.wait_full_isr(TOPIC, 1)
+    producer = BackgroundProducer(cluster.bootstrap, TOPIC, keys=20, max_rate=300).start()
+    try:
+        wait_until(lambda: producer.acked_count > 200, "records acknowledged", 60)
+        fault.touch()
+        wait_until(lambda: cluster.leader(TOPIC, 0) in (2, 3), "another leader", 30)
+        count = producer.acked_count
+        wait_until(lambda: producer.acked_count > count + 300, "records acknowledged", 60)
+        assert "handing its leadership to another in-sync replica" in broker.log_text()
+        fault.unlink()
+        broker.terminate()
+        broker.start()  # recovery brings the partition back
         cluster.wait_full_isr(TOPIC, 1, 120)
         time.sleep(2)
     finally:

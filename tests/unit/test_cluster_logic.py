@@ -162,3 +162,12 @@ def test_leader_rebalance_picks_the_partitions_of_imbalanced_brokers():
     assert sorted(controller.imbalanced()) == [("t", 1), ("t", 4)]
     controller.imbalance_percentage = 20  # 2 of 10 is not over 20%
     assert controller.imbalanced() == []
+
+
+def test_a_leader_that_wrote_itself_out_of_the_isr_hands_the_partition_on():
+    # Its log went offline: it wrote the ISR without itself.
+    state = PartitionState(1, 4, (2, 3), 1, 8)
+    new = elect([1, 2, 3], state, {1, 2, 3}, 2)
+    assert (new.leader, new.leader_epoch, new.isr, new.zk_version) == (2, 5, (2, 3), 8)
+    # Nobody else alive in the ISR: it stays rather than the partition going offline.
+    assert elect([1, 2, 3], PartitionState(1, 4, (2,), 1, 8), {1, 3}, 2) is None

@@ -70,7 +70,9 @@ def elect(
         alive = [r for r in replicas if r in live]
         leader = alive[0] if alive else -1
         return PartitionState(leader, 0, tuple(alive or replicas), epoch)
-    if state.leader in live and state.leader in replicas:
+    # A leader that wrote itself out of the ISR hands the partition on (its log went
+    # offline); otherwise a live leader stays.
+    if state.leader in live and state.leader in replicas and state.leader in state.isr:
         # A dead follower leaves the ISR at once (Kafka's controller does this on a
         # broker's failure), so acks=all does not wait replica.lag.time.max.ms for it.
         isr = tuple(r for r in state.isr if r in live)
@@ -81,6 +83,8 @@ def elect(
     if candidates:
         isr = tuple(r for r in state.isr if r in live)
         return PartitionState(candidates[0], state.leader_epoch + 1, isr, epoch, state.zk_version)
+    if state.leader in live and state.leader in replicas:
+        return None  # it wrote itself out, but nobody else can take over: it stays
     if unclean:
         # unclean.leader.election.enable: any live replica, accepting the loss of what
         # only the ISR had.

@@ -76,6 +76,9 @@ class Replica:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
     isr_writing: bool = False
+    # Leader of an offline log: writing the ISR without itself, so the controller
+    # elects another replica.
+    resigning: bool = False
     # Leader: the ISR of a write to ZooKeeper in flight. Until it lands the high
     # watermark counts the members of both (Kafka's maximal ISR, KIP-497): a joining
     # follower may already be in ZooKeeper's ISR, so it must hold what is acknowledged.
@@ -174,6 +177,7 @@ class ReplicaManager:
                     replica = Replica(topic.name, partition, plog)
                     self.replicas[key] = replica
                     self._by_log[id(plog)] = replica
+                    plog.on_offline = self._log_offline
                 replica.assigned = list(assigned)
                 try:
                     self._follow_state(replica, state)
@@ -249,6 +253,9 @@ class ReplicaManager:
         plog.replicated = True
         plog.leader_epoch = state.leader_epoch
         replica.role = LEADER
+        replica.resigning = False
+        if plog.offline is not None:
+            self._log_offline(plog)
         if was == FOLLOWER:  # a failover; new partitions' first roles are not news
             self._news.setdefault("leads", []).append(replica.name)
             log.debug(
@@ -258,6 +265,28 @@ class ReplicaManager:
             )
         self._maybe_advance_hw(replica)
         self.node.broker.wake_fetches(plog)
+
+    def _log_offline(self, plog: PartitionLog) -> None:
+        """A log of this broker went offline (an fsync failed): as leader, hand the
+        partition on. Kafka's controller moves the leadership of a failed log
+        directory's partitions; here the leader writes the ISR without itself, and the
+        controller elects one of the others (all hold what was acknowledged). With no
+        other ISR member there is nobody to hand it to: it stays, taking no writes."""
+        replica = self._by_log.get(id(plog))
+        if replica is None or replica.role != LEADER:
+            return
+        if not [b for b in replica.isr if b != self.node_id]:
+            log.error("%s: offline, and no other in-sync replica to lead it", replica.name)
+            return
+        log.error("%s: offline; handing its leadership to another in-sync replica",
+                  replica.name)
+        replica.resigning = True
+        self._resign(replica)
+
+    def _resign(self, replica: Replica) -> None:
+        others = tuple(b for b in replica.isr if b != self.node_id)
+        if others and self.node_id in replica.isr:
+            self._propose_isr(replica, others)
 
     def _step_aside(self, replica: Replica) -> None:
         """Neither leader nor follower: requests for the partition are refused here until
@@ -417,6 +446,8 @@ class ReplicaManager:
         return errors.NONE
 
     def _may_join_isr(self, replica: Replica, broker: int, follower: FollowerState) -> bool:
+        if replica.resigning:
+            return False
         # Kafka's isFollowerInSync: at the high watermark, and holding everything of
         # earlier epochs (so it has truncated whatever diverged); and, as KIP-841 has it,
         # a broker registered in the cluster: the controller takes out of the ISR at
@@ -473,6 +504,9 @@ class ReplicaManager:
             now = _now_ms()
             for replica in list(self.replicas.values()):
                 if replica.role != LEADER or replica.isr_writing:
+                    continue
+                if replica.resigning:
+                    self._resign(replica)  # again, if a write of its was refused
                     continue
                 out = [
                     b for b in replica.isr

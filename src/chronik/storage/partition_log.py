@@ -148,6 +148,9 @@ class PartitionLog:
         self.closed = False
         self._write_failure: str | None = None  # why the last write failed, until one works
         self.offline: str | None = None  # why an fsync failed: no writes until restart
+        # Told once when the partition goes offline (the replica manager hands its
+        # leadership on).
+        self.on_offline: Callable[[PartitionLog], None] | None = None
         self.deleted = False
         # Bumped before segments leave the log (DeleteRecords, retention, close): a
         # compaction pass reading them on a worker thread sees it and stops.
@@ -1144,6 +1147,8 @@ class PartitionLog:
             self.name,
             self.offline,
         )
+        if self.on_offline is not None:
+            self.on_offline(self)
 
     def _offline_error(self) -> KafkaStorageError:
         return KafkaStorageError(
