@@ -90,14 +90,15 @@ class _Pass:
 Tracker = _Pass | None
 DataHandler = Callable[[bytes | None, Any, Tracker], None]
 ChildrenHandler = Callable[[list[str], Tracker], None]
-# reader(tracker, fan_out): reads a znode; fan_out for one of many reads a listing or an
-# assignment sets off (see WINDOW).
+# reader(tracker, fan_out): reads a znode; fan_out for a read that takes its turn in the
+# window (see WINDOW).
 Reader = Callable[[Tracker, bool], None]
 Done = Callable[[Any, BaseException | None], None]
-# Reads a listing or an assignment sets off (a topic's thousands of partition states) in
-# flight at once; the others wait here, in order. ZooKeeper answers a connection's
-# requests in order, so a read sent behind thousands would wait for all of them: a watch
-# that fires meanwhile (a broker registering) is read at once, behind a window at most.
+# Reads in flight at once, but for those of the roots (/brokers/ids, /controller, the
+# listings) and of broker registrations; the others wait here, in order. ZooKeeper answers
+# a connection's requests in order, so a read sent behind thousands (a topic's partition
+# states) would wait for all of them: a root's watch that fires meanwhile (a broker
+# registering) is read at once, behind a window at most.
 WINDOW = 256
 
 
@@ -151,6 +152,8 @@ class Watcher:
              self._children_reader(znodes.CONFIG_BROKERS, self._on_broker_entities)),
         )
 
+        self._root_paths = frozenset(path for path, _ in self._roots)
+
     def install(self) -> None:
         """Read every watched znode, setting its watch, and follow the cluster from then
         on. Any thread; returns once the first reads are sent, without waiting for an
@@ -201,7 +204,9 @@ class Watcher:
         with self._lock:
             reader = self._readers.get(event.path)
         if reader is not None:
-            reader(None, False)
+            # A topic's deletion fires the watches of its thousands of partition states
+            # at once: those reads take their turn in the window, the few roots do not.
+            reader(None, event.path not in self._root_paths)
 
     def _watch(self, path: str, reader: Reader, tracker: Tracker, fan_out: bool = True) -> None:
         with self._lock:
@@ -451,7 +456,14 @@ class Watcher:
             if watched is None:
                 return  # no longer listed; the listing brings it back if created again
             new = partitions - watched
-            watched |= partitions
+            if tracker is None:
+                watched |= partitions
+            else:
+                # A pass sets the watches of exactly these: those of a topic created
+                # again with fewer partitions while the connection was down are gone.
+                for partition in watched - partitions:
+                    self._readers.pop(znodes.state_path(name, partition), None)
+                self._topics[name] = partitions
         for partition in sorted(partitions if tracker is not None else new):
             path = znodes.state_path(name, partition)
             handle = functools.partial(self._on_state, name, partition)
