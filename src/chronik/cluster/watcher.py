@@ -151,7 +151,6 @@ class Watcher:
             (znodes.CONFIG_BROKERS,
              self._children_reader(znodes.CONFIG_BROKERS, self._on_broker_entities)),
         )
-
         self._root_paths = frozenset(path for path, _ in self._roots)
 
     def install(self) -> None:
@@ -167,7 +166,8 @@ class Watcher:
     # -- kazoo threads --------------------------------------------------------------
 
     def _on_connection(self, state: str) -> None:
-        """kazoo's connection thread, which must not block: reads are only sent here."""
+        """kazoo's connection thread, which must not block: the reads are sent, their
+        answers not waited for."""
         if state != KazooState.CONNECTED or not self._installed:
             return
         with self._lock:
