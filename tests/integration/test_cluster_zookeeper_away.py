@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from conftest import start_zookeeper
+from integration.cluster_support import SESSION_TIMEOUT_MS
 
 
 @pytest.fixture
@@ -65,6 +66,12 @@ def test_zookeeper_paused_reads_go_on_writes_wait_admin_fails_fast_then_recovers
         # may have lost its session (its lease), and acknowledges nothing. A new
         # idempotent producer still gets a producer id, and its records are retried
         # until ZooKeeper is back.
+        for i in (1, 2):
+            cluster.wait_until(
+                lambda i=i: "ZooKeeper connection lost" in cluster.log_text(i),
+                f"broker {i} noticing ZooKeeper is away", 30,
+            )
+        time.sleep(SESSION_TIMEOUT_MS / 3000 + 0.5)
         producer = Producer({"bootstrap.servers": cluster.broker(2).bootstrap,
                              "enable.idempotence": True, "message.timeout.ms": 120_000})
         for i in range(400):
