@@ -70,6 +70,8 @@ class Outcome:
     seed: int
     report: Report | None = None
     faults: dict[str, int] = field(default_factory=dict)
+    # Steps not applied or not healed as planned: "<kind> <outcome>: <description>".
+    misses: list[str] = field(default_factory=list)
     error: str | None = None
     saved: Path | None = None
     run_dir: Path | None = None
@@ -164,6 +166,8 @@ def run_one(
     finally:
         if runner is not None:
             outcome.faults = runner.by_kind()
+            outcome.misses = [f"{a.fault.kind} {a.outcome}: {a.fault.description}"
+                              for a in runner.applied if a.outcome != "healed"]
         if workload is not None and not outcome.ok and save_on_failure:
             try:
                 outcome.saved = workload.save()
@@ -183,6 +187,7 @@ def figures(outcome: Outcome) -> list[str]:
     total = sum(outcome.faults.values())
     lines.append(f"  faults applied: {total} ("
                  + ", ".join(f"{k} {n}" for k, n in outcome.faults.items()) + ")")
+    lines += [f"  not as planned: {miss}" for miss in outcome.misses]
     if outcome.report is None:
         return lines
     f = outcome.report.figures

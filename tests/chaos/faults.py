@@ -548,8 +548,11 @@ class RestartConsumer(Fault):
     def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
         workload = self._bound()
         if self.worker is None:
-            self.worker = rng.choice(sorted(
-                w.id for w in workload.workers.values() if w.kind == "consumer" and w.running))
+            running = sorted(w.id for w in workload.workers.values()
+                             if w.kind == "consumer" and w.running)
+            if not running:
+                raise FaultSkipped("no consumer is running")
+            self.worker = rng.choice(running)
         workload.kill(self.worker)
         self.description = f"kill -9 consumer {self.worker}"
 

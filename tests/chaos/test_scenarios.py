@@ -38,7 +38,7 @@ def _run(name: str, tmp_path: Path) -> None:
                 f"--seed {seed}"
         pytest.fail("\n".join([f"scenario {name}, seed {seed}",
                                *failure_lines(outcome, rerun)]), pytrace=False)
-    assert outcome.faults, f"scenario {name} applied no fault"
+    assert outcome.faults and not outcome.misses, f"scenario {name}: {outcome.misses}"
     report = outcome.report
     assert report is not None
     assert report.figures["acknowledged"] > 0
