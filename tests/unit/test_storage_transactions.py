@@ -235,3 +235,17 @@ def test_a_zero_filled_index_tail_is_not_read_as_an_aborted_transaction(tmp_path
     with open(path, "ab") as f:
         f.write(b"\0" * ENTRY_SIZE * 2)
     assert TransactionIndex(path).entries == [AbortedTxn(3, 0, 2, 3)]
+
+
+def test_an_abort_with_no_data_on_the_partition_is_indexed_and_read_back(tmp_path):
+    """A transaction that added the partition but wrote nothing there before its abort
+    has its first offset at its marker; it and every entry after it survive a reopen
+    (a check that took first == last for a torn entry hid the aborts after it from
+    read_committed consumers)."""
+    from chronik.storage.txn_index import TransactionIndex
+
+    index = TransactionIndex(tmp_path / "00000000000000000000.txnindex")
+    entries = [AbortedTxn(2002, 437, 437, 438), AbortedTxn(2002, 699, 700, 701)]
+    for entry in entries:
+        index.append(entry)
+    assert TransactionIndex(index.path).entries == entries

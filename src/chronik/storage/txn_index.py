@@ -52,9 +52,11 @@ class TransactionIndex:
         for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
             version, *fields = _ENTRY.unpack_from(data, pos)
             entry = AbortedTxn(*fields)
-            # A tail a power loss left zero-filled reads as version 0 too; no real entry
-            # has its marker at or before its transaction's first batch.
-            if version != 0 or entry.first_offset >= entry.last_offset:
+            # A tail a power loss left zero-filled reads as version 0 too. No real entry
+            # is all zeros: an abort whose marker is at offset 0 leaves the last stable
+            # offset past it. (A transaction that wrote nothing here before its abort has
+            # its first offset at its marker: such entries are real.)
+            if version != 0 or not any(fields):
                 break
             out.append(entry)
         return out
