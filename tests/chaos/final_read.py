@@ -87,6 +87,20 @@ def records(data: bytes, upto: int | None = None) -> list[DecodedRecord]:
     return out
 
 
+def record_sessions(data: bytes, upto: int | None = None) -> dict[int, tuple[int, int]]:
+    """Offset -> (producer id, producer epoch) of the batch holding each data record of
+    a saved replica below ``upto``: the producer session that wrote it."""
+    out: dict[int, tuple[int, int]] = {}
+    for header, _ in batches(data):
+        if upto is not None and header.base_offset >= upto:
+            break
+        if header.is_control:
+            continue
+        for offset in range(header.base_offset, header.last_offset + 1):
+            out[offset] = (header.producer_id, header.producer_epoch)
+    return out
+
+
 @dataclass
 class FinalRead:
     state: dict[str, Any]

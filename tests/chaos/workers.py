@@ -239,15 +239,18 @@ def run_consumer(args: argparse.Namespace, history: History) -> None:
         except KafkaException as exc:
             history.event("error", error=str(exc))
             return
+        # Only partitions read since they were assigned: librdkafka's position of a
+        # partition lost and assigned again is the old one until it is read again, and
+        # committing it would move the group's offset back.
+        positions = [tp for tp in positions if tp.partition in recorded]
         if recorded_only:
-            positions = [tp for tp in positions if tp.partition in recorded]
             for tp in positions:
                 tp.offset = min(tp.offset, recorded[tp.partition])
         else:
             # Outside consume() the position counts only what was handed over (and
             # recorded), past a read_committed partition's markers too.
             for tp in positions:
-                recorded[tp.partition] = max(recorded.get(tp.partition, 0), tp.offset)
+                recorded[tp.partition] = max(recorded[tp.partition], tp.offset)
         if not positions:
             return
         offsets = {str(tp.partition): tp.offset for tp in positions}
