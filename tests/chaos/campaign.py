@@ -219,6 +219,9 @@ def failure_lines(outcome: Outcome, rerun: str) -> list[str]:
     if outcome.report is not None and not outcome.report.ok:
         lines += ["  " + line for line in outcome.report.summary().splitlines()
                   if line.lstrip().startswith("[")]
+    if outcome.run_dir is not None and outcome.run_dir.parent.exists():
+        lines.append(f"  cluster data kept in {outcome.run_dir.parent / 'cluster'} (a broker's "
+                     f"disk.img mounts with mount -o loop)")
     if outcome.saved is not None:
         lines.append(f"  saved in {outcome.saved}")
         lines.append(f"  check again: cd tests && ../.venv/bin/python -m chaos.checker "
