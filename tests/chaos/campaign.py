@@ -316,8 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         base = (Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="chronik-chaos-")))
         out_dir = base / f"{schedule.name.replace(' ', '-')}-seed{seed}" if keep else base
         if until is not None:
-            _say(f"-- seed {seed}: {len(schedule.steps)} steps planned over {until / 60:g} "
-                 f"minutes")
+            _say(f"-- seed {seed}: {len(schedule.steps)} steps planned over {until / 60:g} min")
         outcome = run_one(schedule, seed, out_dir, say=_say, until=until)
         outcomes.append((outcome, rerun))
         for line in figures(outcome):

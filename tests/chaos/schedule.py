@@ -142,7 +142,7 @@ def random_schedule(seed: int, minutes: float, kinds: list[str]) -> Schedule:
         planned += delay
         delay = span + quiet
     return Schedule("random", steps, seed=seed, minutes=minutes,
-                    about=f"random faults of {len(kinds)} kinds for {minutes:g} minutes")
+                    about=f"random faults of {len(kinds)} kinds for {minutes:g} min")
 
 
 # -- named scenarios ------------------------------------------------------------------------
