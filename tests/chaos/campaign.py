@@ -192,8 +192,10 @@ def figures(outcome: Outcome) -> list[str]:
         return lines
     f = outcome.report.figures
     lines.append(f"  records: sent {f.get('sent')}, acknowledged {f.get('acknowledged')}, "
-                 f"lost {f.get('lost')}, duplicated {f.get('duplicated')}, "
-                 f"indeterminate {f.get('indeterminate')}, failed {f.get('failed')}")
+                 f"lost {f.get('lost')}, duplicated {f.get('duplicated')}"
+                 + (f" (+{f['duplicated_across_epochs']} resent by librdkafka in a new "
+                    f"producer epoch)" if f.get("duplicated_across_epochs") else "")
+                 + f", indeterminate {f.get('indeterminate')}, failed {f.get('failed')}")
     unavailable = f.get("unavailability_s", {})
     lines.append("  longest unavailability: "
                  + ", ".join(f"{k} {v:.1f}s" for k, v in sorted(unavailable.items())))
