@@ -4,12 +4,15 @@ even with acks=1, is still in the log after the failover."""
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 
 from confluent_kafka.admin import NewTopic
 
+from chronik.cluster.replica_client import request_module
 from chronik.protocol import errors
+from chronik.protocol.compat import build
 from chronik.records.builder import Record, build_batch
 from integration.rawclient import RawClient
 from integration.replica_check import Acked, assert_acknowledged_present
@@ -56,6 +59,27 @@ class Probe:
         return self.acked
 
 
+def _fetch(offset: int) -> object:
+    """A consumer's Fetch (v11) of partition 0 from ``offset``."""
+    module = request_module(1, 11)
+    return build(
+        module.FetchRequest,
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=0),
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(build(module.FetchTopic, topic=TOPIC, partitions=(build(
+            module.FetchPartition, partition=0, current_leader_epoch=-1,
+            fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20,
+        ),)),),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
 def test_a_leader_cut_off_from_zookeeper_acknowledges_nothing_it_then_loses(chaos_cluster):
     """Without a lease, a leader that could not reach ZooKeeper went on acknowledging
     acks=1 writes after its session had expired and another broker had been elected;
@@ -74,6 +98,14 @@ def test_a_leader_cut_off_from_zookeeper_acknowledges_nothing_it_then_loses(chao
         cluster.net.cut("b1", "zk")  # if it is the controller too, another takes over
         wait_until(lambda: cluster.leader(TOPIC, 0) not in (1, -1), "another leader", 60)
         time.sleep(3)
+        # A consumer asking the deposed leader for what lies past its end (the new
+        # leader has written on) is sent to look for the leader, not told it is out of
+        # range: that would make it reset to earliest and commit what it re-read.
+        with RawClient(cluster.broker(1).bootstrap) as raw:
+            answer = raw.request(_fetch(1_000_000))
+        assert int(answer.responses[0].partitions[0].error_code) == (
+            errors.NOT_LEADER_OR_FOLLOWER
+        )
         cluster.net.heal()
         wait_until(lambda: probe.refused, "probes refused", 30)
     finally:

@@ -315,3 +315,22 @@ def test_acknowledged_records_survive_any_failing_writes(tmp_path_factory, monke
     assert recovered == expected(acked)
     log.close()
     assert values(open_log(directory))[: len(expected(acked))] == expected(acked)
+
+
+def test_batches_behind_a_refused_one_get_the_storage_error_not_out_of_order(tmp_path, disk):
+    """An idempotent producer's batches in flight behind one a full disk refused arrive
+    with a gap in their sequence. Answered OUT_OF_ORDER_SEQUENCE_NUMBER, librdkafka starts
+    a new producer epoch and sends again what may already be written (duplicates no
+    broker can recognise); Kafka answers them with the storage error, and the client
+    retries them in order with the same sequence numbers."""
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**6))
+    append(log, client_batch(2, pid=7, epoch=0, seq=0))
+    disk.full = (".log",)
+    for seq in (2, 4, 6):  # the first is refused by the disk, the others by their gap
+        with pytest.raises(KafkaStorageError) as err:
+            append(log, client_batch(2, pid=7, epoch=0, seq=seq))
+        assert err.value.code == KAFKA_STORAGE_ERROR
+    disk.full = ()
+    for seq in (2, 4, 6):  # the retries, in order
+        append(log, client_batch(2, pid=7, epoch=0, seq=seq))
+    assert log.end_offset == 8

@@ -148,10 +148,14 @@ def _read_all(
             # read_committed one no open transaction.
             upto = None if replica_id >= 0 else lso if committed else hw
             if offset < start or offset > end:
+                code = errors.OFFSET_OUT_OF_RANGE
+                if offset > end and cluster is not None and not cluster.lease_held():
+                    # Without its ZooKeeper lease this broker may no longer lead: past its
+                    # end may be records of a new leader, and a consumer told "out of
+                    # range" would reset to earliest and commit what it re-read.
+                    code = errors.NOT_LEADER_OR_FOLLOWER
                 # Empty, not null, records: as Kafka answers, and as librdkafka insists.
-                parts.append(
-                    PartitionResult(index, errors.OFFSET_OUT_OF_RANGE, hw, lso, start, b"")
-                )
+                parts.append(PartitionResult(index, code, hw, lso, start, b""))
                 failed = True
                 continue
             records = b""

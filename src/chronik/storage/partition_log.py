@@ -82,7 +82,12 @@ from chronik.records.versions import Stamped, header_version, stamp_versions
 from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
 from chronik.storage.diskio import fsync_dir
-from chronik.storage.errors import KafkaStorageError, OffsetOutOfRange
+from chronik.storage.errors import (
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    KafkaStorageError,
+    OffsetOutOfRange,
+    ProducerStateError,
+)
 from chronik.storage.key_index import FILE_NAME as KEY_INDEX_FILE
 from chronik.storage.key_index import FORMAT as KEY_INDEX_FORMAT
 from chronik.storage.key_index import KeyIndex
@@ -483,7 +488,17 @@ class PartitionLog:
         if self.offline is not None:
             raise self._offline_error()
         if header.producer_id >= 0:
-            duplicate = self.producer_state.check(header)
+            try:
+                duplicate = self.producer_state.check(header)
+            except ProducerStateError as exc:
+                if exc.code == OUT_OF_ORDER_SEQUENCE_NUMBER and self._write_failure is not None:
+                    # The gap is the batch a failed write refused: the storage error
+                    # again, so the client retries in order rather than starting a new
+                    # producer epoch (and sending again what may be written).
+                    raise KafkaStorageError(
+                        f"partition {self.name}: write failed: {self._write_failure}"
+                    ) from None
+                raise
             if duplicate is not None:
                 return AppendResult(
                     duplicate.first_offset, duplicate.last_offset, -1, self._start_offset, True
