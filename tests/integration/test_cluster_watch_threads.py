@@ -22,9 +22,9 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import NewPartitions, NewTopic
 from kazoo.client import KazooClient
+from tests.conftest import free_port, start_zookeeper, wait_for_port
 
 from chronik.cluster import znodes
-from conftest import start_zookeeper
 
 from .cluster_support import Cluster, wait_until
 
@@ -188,7 +188,6 @@ STARTUP_LIMIT_SECONDS = 60.0
 def slow_zookeeper(own_zookeeper, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """(address, control file) of a proxy to ZooKeeper that delays what it forwards by
     the seconds written in the control file."""
-    from conftest import free_port, wait_for_port
 
     control = tmp_path / "zookeeper-delay"
     control.write_text("0")
