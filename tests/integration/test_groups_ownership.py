@@ -23,6 +23,7 @@ from chronik.coordinator.offsets_codec import partition_for
 from chronik.coordinator.offsets_topic import TOPIC
 from chronik.storage.catalog import Catalog
 from chronik.storage.group_commit import GroupCommitter
+from chronik.storage.partition_writer import PartitionWriter
 
 from .helpers import RawClient, code, create_topic, nested, req
 
@@ -86,6 +87,8 @@ class Node:
         self.catalog = Catalog(data_dir)
         self.catalog.load()
         self.committer = GroupCommitter()
+        self.writer = PartitionWriter(self.committer, lambda log: None)
+        self.writer.attach(cluster.replicas, lambda: True)
         self.cluster = cluster
         if local is not None and self.catalog.get(TOPIC) is None:
             # Created by the controller; this broker stores only the partitions it holds.
@@ -102,9 +105,6 @@ class Node:
     @staticmethod
     def now_ms() -> int:
         return time.time_ns() // 1_000_000
-
-    def notify_append(self, partition_log: object) -> None:
-        pass
 
     def close(self) -> None:
         for topic in self.catalog.topics.values():

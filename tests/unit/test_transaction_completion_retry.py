@@ -32,7 +32,7 @@ class _Broker:
 def _coordinator(monkeypatch: pytest.MonkeyPatch, fail: int) -> tuple[Any, list[bytes | None]]:
     monkeypatch.setattr(tc, "COMPLETE_RETRY_FIRST_SECONDS", 0.001, raising=False)
     monkeypatch.setattr(tc, "COMPLETE_RETRY_MAX_SECONDS", 0.002, raising=False)
-    coordinator = tc.TransactionCoordinator(_Broker())
+    coordinator = tc.TransactionCoordinator(_Broker(), tc.MarkerSender(None, None))  # type: ignore[arg-type]
     written: list[bytes | None] = []
     failures = [fail]
 

@@ -54,6 +54,7 @@ from chronik.records.versions import EXPECTED_HEADER, VersionError
 from chronik.security.acls import Operation, ResourceType
 from chronik.security.sasl import AuthenticationFailed, PlainServer
 from chronik.storage.key_reads import read_records
+from chronik.storage.partition_writer import AppendOrigin
 
 if TYPE_CHECKING:
     from chronik.broker.server import Broker
@@ -510,11 +511,10 @@ class HttpApi:
         values = _events(request.body)
         local, index, plog = self._locate(topic, key)
         broker = self.broker
-        replicas = broker.cluster.replicas if broker.cluster is not None else None
-        if replicas is not None:
-            short = replicas.not_enough_replicas(topic, index)
-            if short is not None:
-                raise HttpError(503, "not_enough_replicas", str(short))
+        writer = broker.writer
+        refused = writer.refusal(topic, index, AppendOrigin.HTTP)
+        if refused is not None:
+            raise HttpError(503, "not_enough_replicas", str(refused[1]))
         now = broker.now_ms()
         records = []
         for i, (value, headers) in enumerate(values):
@@ -546,7 +546,7 @@ class HttpApi:
                 actual=0,
             )
         try:
-            result = plog.append(batch, header, now)
+            result = writer.append(plog, topic, batch, header, now, AppendOrigin.HTTP)
         except VersionError:
             actual = plog.key_index.version_count(key) if plog.key_index is not None else before
             raise HttpError(
@@ -563,16 +563,12 @@ class HttpApi:
                 raise
             status = 503 if code == errors.KAFKA_STORAGE_ERROR else 400
             raise HttpError(status, "append_failed", str(exc), kafka_error=code) from None
-        broker.notify_append(plog)
-        broker.metrics.bytes_in(topic, len(batch))
         try:
-            await broker.committer.sync(plog)
-            if replicas is not None:
-                code, message = await replicas.wait_replicated(
-                    topic, index, result.last_offset + 1, DURABLE_TIMEOUT_S
-                )
-                if code != errors.NONE:
-                    raise HttpError(503, "not_replicated", str(message), kafka_error=code)
+            code, message = await writer.durable(
+                plog, topic, index, result.last_offset, DURABLE_TIMEOUT_S
+            )
+            if code != errors.NONE:
+                raise HttpError(503, "not_replicated", str(message), kafka_error=code)
         except HttpError:
             raise
         except Exception as exc:

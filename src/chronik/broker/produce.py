@@ -9,8 +9,10 @@ Each request's size counts against the client's producer_byte_rate quota, if one
 (chronik.broker.quotas): over it, the response carries the throttle time and the
 connection is not read until it has passed (nor a request read before it started).
 
-In a cluster a leader that may have lost its ZooKeeper session (its lease) writes
-nothing: NOT_LEADER_OR_FOLLOWER, and the client looks the leader up again.
+Appends go through the partition writer (chronik.storage.partition_writer) as a
+client's: in a cluster a leader that may have lost its ZooKeeper session (its lease)
+writes nothing (NOT_LEADER_OR_FOLLOWER, the client looks the leader up again), and
+acks=all is refused NOT_ENOUGH_REPLICAS below min.insync.replicas.
 
 Versions 0-2 may carry message formats v0/v1: those are converted to one record
 batch v2 (as Kafka up-converts), the only case where records are decoded. A batch
@@ -42,6 +44,8 @@ from chronik.records.reader import keyless_records
 from chronik.records.recompress import recompress, target_codec
 from chronik.security.acls import Operation, ResourceType
 from chronik.security.quotas import PRODUCER_BYTE_RATE
+from chronik.storage.partition_log import PartitionLog
+from chronik.storage.partition_writer import AppendOrigin
 
 API_KEY = 0
 VERSIONS = (0, 11)
@@ -75,8 +79,8 @@ async def handle(
         return encode_produce_response(ctx.api_version, refused, throttle_ms)
     now = broker.now_ms()
     results: list[TopicResult] = []
-    synced: list[Any] = []
-    replicas = broker.cluster.replicas if broker.cluster is not None else None
+    synced: list[tuple[PartitionLog, int, int, str, int, int]] = []
+    writer = broker.writer
     for topic_data in request.topic_data:
         name = topic_data.name
         partitions: list[PartitionResult] = []
@@ -101,16 +105,10 @@ async def handle(
                 message = f"Cannot append to internal topic {name}"
                 partitions.append(_error(index, errors.INVALID_TOPIC_EXCEPTION, message))
                 continue
-            if broker.cluster is not None and not broker.cluster.lease_held():
-                # Its ZooKeeper session may be gone and the partition given to another
-                # broker: nothing is written, so nothing is acknowledged, as its leader.
-                partitions.append(_error(index, errors.NOT_LEADER_OR_FOLLOWER))
+            refused = writer.refusal(name, index, AppendOrigin.CLIENT, acks)
+            if refused is not None:
+                partitions.append(_error(index, *refused))
                 continue
-            if acks == -1 and replicas is not None:
-                short = replicas.not_enough_replicas(name, index)
-                if short is not None:  # Kafka refuses before appending anything
-                    partitions.append(_error(index, errors.NOT_ENOUGH_REPLICAS, short))
-                    continue
             records = part.records
             try:
                 if records is None:
@@ -124,7 +122,7 @@ async def handle(
                 codec = target_codec(topic.log_config.compression_type)
                 if codec is not None and codec != header.compression:
                     batch, header = recompress(batch, header, codec)
-                result = partition_log.append(batch, header, now)
+                result = writer.append(partition_log, name, batch, header, now, AppendOrigin.CLIENT)
             except Exception as exc:
                 code = getattr(exc, "code", None)
                 if code is None:
@@ -137,9 +135,6 @@ async def handle(
                     _error(index, code, str(exc), getattr(exc, "record_errors", ()))
                 )
                 continue
-            if not result.duplicate:
-                broker.notify_append(partition_log)
-                broker.metrics.bytes_in(name, len(batch))
             synced.append(
                 (partition_log, len(results), len(partitions), name, index, result.last_offset)
             )
@@ -159,7 +154,10 @@ async def handle(
     if acks == -1 and synced:
         timeout = millis(request.timeout) / 1000
         outcomes = await asyncio.gather(
-            *(_durable(broker, replicas, entry, timeout) for entry in synced),
+            *(
+                writer.durable(plog, name, index, last, timeout)
+                for plog, _, _, name, index, last in synced
+            ),
             return_exceptions=True,
         )
         for (_, t, i, *_), outcome in zip(synced, outcomes, strict=True):
@@ -169,7 +167,7 @@ async def handle(
                 if code is None:
                     raise outcome
                 results[t][1][i] = _error(results[t][1][i][0], code, str(outcome))
-            elif outcome is not None:
+            elif outcome[0] != errors.NONE:
                 results[t][1][i] = _error(results[t][1][i][0], *outcome)
     if acks == 0:
         return None
@@ -191,22 +189,6 @@ async def _hold(ctx: RequestContext, throttle_ms: int) -> None:
     """A client older than Produce v6 does not throttle itself: its response waits."""
     if throttle_ms and ctx.api_version < CLIENT_THROTTLES[PRODUCER_BYTE_RATE]:
         await asyncio.sleep(throttle_ms / 1000)
-
-
-async def _durable(
-    broker: Any, replicas: Any, entry: tuple[Any, ...], timeout: float
-) -> tuple[int, str | None] | None:
-    """acks=all: the leader's fsync (group commit) and, in a cluster, every in-sync
-    replica having the batch. None when both hold, else the error to answer."""
-    partition_log, _, _, name, index, last_offset = entry
-    if replicas is None:
-        await broker.committer.sync(partition_log)
-        return None
-    _, (code, message) = await asyncio.gather(
-        broker.committer.sync(partition_log),
-        replicas.wait_replicated(name, index, last_offset + 1, timeout),
-    )
-    return None if code == errors.NONE else (code, message)
 
 
 def _error(

@@ -30,7 +30,12 @@ from chronik.broker.listener import Bound, Listener, bind, listen
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
 from chronik.broker.quotas import ClientQuotas
+from chronik.broker.topics import data_partition
+from chronik.cluster.marker_channel import MarkerChannel
+from chronik.coordinator.marker_writer import MarkerWriter
 from chronik.coordinator.producer_ids import ProducerIdAllocator
+from chronik.coordinator.transaction_coordinator import TransactionCoordinator
+from chronik.coordinator.transaction_markers import MarkerSender
 from chronik.security.acl_store import AclFile
 from chronik.security.acls import AclError
 from chronik.security.authorizer import Authorizer
@@ -43,6 +48,8 @@ from chronik.storage.catalog import Catalog
 from chronik.storage.compaction import CompactionJob
 from chronik.storage.file_cache import FILES
 from chronik.storage.group_commit import GroupCommitter
+from chronik.storage.partition_log import PartitionLog
+from chronik.storage.partition_writer import PartitionWriter
 
 log = logging.getLogger("chronik.broker")
 FLUSH_CHECK_SECONDS = 1.0
@@ -113,6 +120,8 @@ class Broker:
         self.cluster_id = ""
         self.catalog: Catalog
         self.committer: GroupCommitter
+        self.writer: PartitionWriter
+        self.markers: MarkerWriter
         self.producer_ids: ProducerIdAllocator
         self.coordinator: Any = None
         # chronik.coordinator.transaction_coordinator.TransactionCoordinator
@@ -176,13 +185,20 @@ class Broker:
         self.catalog.load()
         self.committer = GroupCommitter()
         self.committer.on_fsync = self.metrics.observe_fsync
+        self.writer = PartitionWriter(self.committer, self.wake_fetches, self.metrics.bytes_in)
+        if self.cluster is not None:
+            self.writer.attach(self.cluster.replicas, self.cluster.lease_held)
         self.producer_ids = ProducerIdAllocator(self.data_dir / ".meta" / "producer-ids")
         self.coordinator = _make_coordinator(self)
         if self.coordinator is not None:
             await self.coordinator.start()
-        from chronik.coordinator.transaction_coordinator import TransactionCoordinator
-
-        self.txn_coordinator = TransactionCoordinator(self)
+        self.markers = MarkerWriter(self.writer, self.locate, self.now_ms, self._offsets_marker)
+        remote = None
+        if self.cluster is not None:
+            remote = MarkerChannel(self.cluster, self.security.client)
+        self.txn_coordinator = TransactionCoordinator(
+            self, MarkerSender(self.markers, self.node_id, remote)
+        )
         await self.txn_coordinator.start()
         max_connections = self.config.max_connections
         if max_connections is None:
@@ -435,14 +451,17 @@ class Broker:
                     except Exception:
                         log.exception("flush failed for %s", topic.name)
 
-    # -- long poll ---------------------------------------------------------------
+    def locate(self, name: str, index: int) -> tuple[PartitionLog | None, int]:
+        """The local log a write to a partition this broker leads goes to, or None and
+        the error code (chronik.broker.topics.data_partition)."""
+        return data_partition(self, self.catalog.get(name), name, index)
 
-    def notify_append(self, partition_log: object) -> None:
-        """A log was appended to: in a cluster its high watermark may move (an ISR of
-        one), and fetches waiting on it wake."""
-        if self.cluster is not None:
-            self.cluster.replicas.leader_appended(partition_log)
-        self.wake_fetches(partition_log)
+    def _offsets_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        complete = getattr(self.coordinator, "complete_transaction", None)
+        if complete is not None:
+            complete(partition, producer_id, commit)
+
+    # -- long poll ---------------------------------------------------------------
 
     def wake_fetches(self, partition_log: object) -> None:
         waiters = self._waiters.pop(id(partition_log), None)

@@ -1,6 +1,6 @@
 """WriteTxnMarkers (API key 27), versions 1-2: a transaction coordinator on another
 broker asks this one, the leader of some of the transaction's partitions, to write its
-commit or abort markers there (chronik.broker.txn_markers). Each partition answers on
+commit or abort markers there (chronik.coordinator.marker_writer). Each partition answers on
 its own: NONE once the marker is durable, else the error (NOT_LEADER_OR_FOLLOWER makes
 the coordinator look the leader up again).
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.txn_markers import write_markers
 from chronik.protocol import errors
 from chronik.security.acls import Operation
 
@@ -33,8 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if not permitted:
             codes = dict.fromkeys(wanted, errors.CLUSTER_AUTHORIZATION_FAILED)
         else:
-            codes = await write_markers(
-                ctx.broker,
+            codes = await ctx.broker.markers.write(
                 int(marker.producer_id),
                 int(marker.producer_epoch),
                 int(marker.coordinator_epoch),

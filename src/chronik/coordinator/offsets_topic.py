@@ -7,6 +7,8 @@ Key and value formats are in chronik.coordinator.offsets_codec.
 On a single node this broker creates the topic and holds every partition. In a cluster
 the controller creates it and this broker holds only the partitions it leads (the others
 are None in the catalog): a group whose partition is not here is NOT_COORDINATOR.
+Writes go through the partition writer (chronik.storage.partition_writer, origin
+COORDINATOR) and are answered once every in-sync replica has them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from chronik.records import builder
 from chronik.records.batch import read_header
 from chronik.records.control import InvalidMarker, read_marker
 from chronik.records.reader import CorruptRecords, iter_batches, iter_records
+from chronik.storage.partition_writer import AppendOrigin, AppendRefused, PartitionWriter
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +118,6 @@ class OffsetsTopic:
         self.num_partitions = int(config.get("offsets.topic.num.partitions", "50"))
         self.segment_bytes = config.get("offsets.topic.segment.bytes", str(100 * 1024 * 1024))
         self._topic: Any = None
-        # Appends to one partition are serialized so positions match the order we assign.
-        self._locks: dict[int, asyncio.Lock] = {}
 
     def _cluster(self) -> Any:
         return getattr(self.broker, "cluster", None)
@@ -191,24 +192,14 @@ class OffsetsTopic:
                 transactional=producer_id >= 0,
             )
         )
-        cluster = self._cluster()
-        if cluster is not None:
-            short = cluster.replicas.not_enough_replicas(TOPIC, index)
-            if short is not None:
-                raise NotReplicated(int(E.not_enough_replicas), short)
-        lock = self._locks.setdefault(index, asyncio.Lock())
-        async with lock:
-            result = plog.append(batch, read_header(batch), now)
-            if inspect.isawaitable(result):
-                result = await result
-        self.broker.notify_append(plog)
-        await self.broker.committer.sync(plog)
-        if cluster is not None:
-            code, message = await cluster.replicas.wait_replicated(
-                TOPIC, index, int(result.last_offset) + 1, REPLICATION_TIMEOUT_SECONDS
+        writer: PartitionWriter = self.broker.writer
+        try:
+            result = await writer.write(
+                plog, TOPIC, index, batch, read_header(batch), now,
+                AppendOrigin.COORDINATOR, REPLICATION_TIMEOUT_SECONDS,
             )
-            if code != 0:
-                raise NotReplicated(code, message)
+        except AppendRefused as exc:
+            raise NotReplicated(exc.code, exc.message) from None
         return int(result.last_offset)
 
     async def _log_for(self, group_id: str) -> tuple[int, Any]:

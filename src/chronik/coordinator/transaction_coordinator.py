@@ -62,7 +62,7 @@ COMPLETE_RETRY_MAX_SECONDS = 2.0
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Any, markers: MarkerSender) -> None:
         self.broker = broker
         values = getattr(getattr(broker, "config", None), "values", {}) or {}
         config: Mapping[str, str] = {**DEFAULTS, **values}
@@ -75,7 +75,7 @@ class TransactionCoordinator:
         )
         self.expiration_ms = int(config["transactional.id.expiration.ms"])
         self.topic = TransactionTopic(broker, config)
-        self.markers = MarkerSender(broker)
+        self.markers = markers
         self.txns: dict[str, TxnMetadata] = {}
         self._loaded: set[int] = set()
         self._loading: dict[int, asyncio.Future[None]] = {}

@@ -1,7 +1,8 @@
-"""The transaction coordinator's marker writer (Kafka's TransactionMarkerChannelManager):
+"""The transaction coordinator's marker sender (Kafka's TransactionMarkerChannelManager):
 a commit or abort marker to every partition of a transaction, through
-chronik.broker.txn_markers.write_markers for the partitions this broker leads and
-WriteTxnMarkers v1 to the leaders of the others, one connection per broker.
+chronik.coordinator.marker_writer for the partitions this broker leads and, in a
+cluster, through the channel the cluster layer gives it (chronik.cluster.marker_channel:
+WriteTxnMarkers v1 to the leaders of the others, one connection per broker).
 
 A partition whose leader is moving, has too few in-sync replicas or cannot be reached
 is tried again (leader looked up again each round) until it takes the marker, the
@@ -15,13 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode as E
-from kio.schema.write_txn_markers.v1 import request as wtm
 
-from chronik.broker.txn_markers import write_markers
-from chronik.cluster.replica_client import BrokerClient, BrokerUnreachable
+from chronik.coordinator.marker_writer import MarkerWriter
 
 log = logging.getLogger("chronik.transactions")
 
@@ -38,33 +37,37 @@ _DROPPED = {
 Partition = tuple[str, int]
 
 
+class RemoteMarkers(Protocol):
+    """Where partitions led by other brokers are, and their markers sent there."""
+
+    def leader_of(self, topic: str, partition: int) -> int: ...
+
+    def partition_count(self, topic: str) -> int | None: ...
+
+    async def write(
+        self,
+        leader: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: list[Partition],
+    ) -> dict[Partition, int]: ...
+
+    async def close(self) -> None: ...
+
+
 class MarkerSender:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self._clients: dict[int, BrokerClient] = {}
+    def __init__(
+        self, local: MarkerWriter, node_id: int | None, remote: RemoteMarkers | None = None
+    ) -> None:
+        self.local = local
+        self.node_id = node_id
+        self.remote = remote
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
-
-    def _client(self, node_id: int) -> BrokerClient | None:
-        cluster = self.broker.cluster
-        info = cluster.broker_info(node_id)
-        if info is None:
-            return None
-        client = self._clients.get(node_id)
-        if client is None or (client.host, client.port) != (info.host, info.port):
-            if client is not None:
-                client.close()
-            client = BrokerClient(
-                info.host,
-                info.port,
-                f"txn-markers-{self.broker.node_id}",
-                security=self.broker.security.client,
-            )
-            self._clients[node_id] = client
-        return client
+        if self.remote is not None:
+            await self.remote.close()
 
     async def send(
         self,
@@ -83,27 +86,27 @@ class MarkerSender:
             if not still_coordinating():
                 return False
             by_leader: dict[int, list[Partition]] = {}
-            cluster = self.broker.cluster
+            remote = self.remote
             for tp in sorted(left):
-                leader = -1 if cluster is None else cluster.leader_of(*tp)
+                leader = -1 if remote is None else remote.leader_of(*tp)
                 by_leader.setdefault(leader, []).append(tp)
             codes: dict[Partition, int] = {}
             for leader, tps in by_leader.items():
-                if cluster is None or leader == self.broker.node_id:
+                if remote is None or leader == self.node_id:
                     codes.update(
-                        await write_markers(
-                            self.broker, producer_id, producer_epoch, coordinator_epoch,
-                            commit, tps, timeout_s=REQUEST_TIMEOUT,
+                        await self.local.write(
+                            producer_id, producer_epoch, coordinator_epoch, commit, tps,
+                            timeout_s=REQUEST_TIMEOUT,
                         )
                     )
                 elif leader < 0:
-                    if cluster.partition_count(tps[0][0]) is None:
+                    if remote.partition_count(tps[0][0]) is None:
                         codes.update({tp: int(E.unknown_topic_or_partition) for tp in tps})
                     else:
                         codes.update({tp: int(E.leader_not_available) for tp in tps})
                 else:
                     codes.update(
-                        await self._remote(
+                        await remote.write(
                             leader, producer_id, producer_epoch, coordinator_epoch, commit, tps
                         )
                     )
@@ -121,45 +124,3 @@ class MarkerSender:
             if left:
                 await asyncio.sleep(RETRY_SECONDS)
         return True
-
-    async def _remote(
-        self,
-        leader: int,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        tps: list[Partition],
-    ) -> dict[Partition, int]:
-        unreachable = {tp: int(E.coordinator_not_available) for tp in tps}
-        client = self._client(leader)
-        if client is None:
-            return unreachable
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in tps:
-            by_topic.setdefault(topic, []).append(partition)
-        request = wtm.WriteTxnMarkersRequest(
-            markers=(
-                wtm.WritableTxnMarker(
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    transaction_result=commit,
-                    topics=tuple(
-                        wtm.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
-                        for t, ps in by_topic.items()
-                    ),
-                    coordinator_epoch=coordinator_epoch,
-                ),
-            )
-        )
-        try:
-            response = await client.request(request, REQUEST_TIMEOUT + 5)
-        except BrokerUnreachable as exc:
-            log.debug("markers to broker %d: %s", leader, exc)
-            return unreachable
-        codes: dict[Partition, int] = {}
-        for marker in response.markers:
-            for topic in marker.topics:
-                for part in topic.partitions:
-                    codes[(topic.name, int(part.partition_index))] = int(part.error_code)
-        return {tp: codes.get(tp, int(E.unknown_server_error)) for tp in tps}

@@ -4,12 +4,12 @@ store (record formats in chronik.coordinator.transaction_log).
 On a single node the broker creates it when first needed and holds every partition. In a
 cluster the topic is created like __consumer_offsets (transaction.state.log.* settings,
 replicas capped to the live brokers) and this broker writes only to the partitions it
-leads; a write is answered once every in-sync replica has it.
+leads; a write goes through the partition writer (origin COORDINATOR) and is answered
+once every in-sync replica has it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +20,7 @@ from chronik.coordinator.offsets_codec import partition_for
 from chronik.coordinator.offsets_topic import _read_log
 from chronik.records import builder
 from chronik.records.batch import read_header
+from chronik.storage.partition_writer import AppendOrigin, AppendRefused, PartitionWriter
 
 TOPIC = "__transaction_state"
 # How long a state write waits for the in-sync replicas (Kafka's
@@ -40,7 +41,6 @@ class TransactionTopic:
         self.broker = broker
         self.num_partitions = int(config.get("transaction.state.log.num.partitions", "50"))
         self.segment_bytes = config.get("transaction.state.log.segment.bytes", "104857600")
-        self._locks: dict[int, asyncio.Lock] = {}
 
     def _cluster(self) -> Any:
         return getattr(self.broker, "cluster", None)
@@ -100,26 +100,20 @@ class TransactionTopic:
         plog = self.local_log(partition)
         if plog is None:
             raise StoreError(int(E.not_coordinator), f"{TOPIC}-{partition} is not led here")
-        cluster = self._cluster()
-        if cluster is not None and cluster.replicas.not_enough_replicas(TOPIC, partition):
-            raise StoreError(int(E.coordinator_not_available), "not enough in-sync replicas")
         now = self.broker.now_ms()
         batch = bytearray(builder.build_batch([builder.Record(now, key, value)]))
-        lock = self._locks.setdefault(partition, asyncio.Lock())
+        writer: PartitionWriter = self.broker.writer
         try:
-            async with lock:
-                result = plog.append(batch, read_header(batch), now)
-            self.broker.notify_append(plog)
-            await self.broker.committer.sync(plog)
+            await writer.write(
+                plog, TOPIC, partition, batch, read_header(batch), now,
+                AppendOrigin.COORDINATOR, REPLICATION_TIMEOUT_SECONDS,
+            )
+        except AppendRefused as exc:
+            # Too few in-sync replicas, before or after the append.
+            raise StoreError(int(E.coordinator_not_available), str(exc)) from None
         except Exception as exc:
             code = getattr(exc, "code", None)
             if code is None:
                 raise
             # As Kafka maps a failed state append: the client looks the coordinator up again.
             raise StoreError(int(E.not_coordinator), str(exc)) from None
-        if cluster is not None:
-            code, message = await cluster.replicas.wait_replicated(
-                TOPIC, partition, int(result.last_offset) + 1, REPLICATION_TIMEOUT_SECONDS
-            )
-            if code != 0:
-                raise StoreError(int(E.coordinator_not_available), message or f"error {code}")

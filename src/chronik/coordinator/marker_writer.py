@@ -1,0 +1,103 @@
+"""Transaction markers on the partitions this broker leads.
+
+The transaction coordinator ends a transaction by writing a commit or abort marker to
+every partition in it: through MarkerWriter for the partitions its own broker leads, and
+with WriteTxnMarkers (chronik.broker.apis.write_txn_markers, which uses a MarkerWriter
+too) on the leaders of the others. A marker goes through the partition writer
+(chronik.storage.partition_writer, origin MARKER) and is answered once it is durable as
+an acks=all produce is (fsync; in a cluster, every in-sync replica has it). On a
+partition of __consumer_offsets the group coordinator is told (``on_offsets_marker``), so
+the transaction's offset commits become visible or go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+
+from chronik.protocol import errors
+from chronik.storage.partition_log import PartitionLog
+from chronik.storage.partition_writer import AppendOrigin, PartitionWriter
+
+log = logging.getLogger("chronik.transactions")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+Partition = tuple[str, int]
+# The local log of a partition this broker leads, or None and the error code.
+Locate = Callable[[str, int], tuple[PartitionLog | None, int]]
+# (partition of __consumer_offsets, producer id, commit): a marker there is durable.
+OffsetsMarker = Callable[[int, int, bool], None]
+
+
+class MarkerWriter:
+    def __init__(
+        self,
+        writer: PartitionWriter,
+        locate: Locate,
+        now_ms: Callable[[], int],
+        on_offsets_marker: OffsetsMarker | None = None,
+    ) -> None:
+        self.writer = writer
+        self.locate = locate
+        self.now_ms = now_ms
+        self.on_offsets_marker = on_offsets_marker
+
+    async def write(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: Iterable[Partition],
+        timeout_s: float = 30.0,
+    ) -> dict[Partition, int]:
+        """The error code of each partition's marker (errors.NONE: written and durable)."""
+        results: dict[Partition, int] = {}
+        written: list[tuple[Partition, PartitionLog, int]] = []
+        writer = self.writer
+        now = self.now_ms()
+        for name, index in partitions:
+            key = (name, index)
+            plog, code = self.locate(name, index)
+            if plog is None:
+                results[key] = code
+                continue
+            refused = writer.refusal(name, index, AppendOrigin.MARKER)
+            if refused is not None:
+                results[key] = refused[0]
+                continue
+            try:
+                result = writer.append_marker(
+                    plog, producer_id, producer_epoch, coordinator_epoch, commit, now
+                )
+            except Exception as exc:
+                code = getattr(exc, "code", None)
+                if code is None:
+                    raise
+                if code != errors.KAFKA_STORAGE_ERROR:  # a storage error is logged by the log
+                    log.info(
+                        "marker for producer %d on %s-%d refused: %s", producer_id, name, index, exc
+                    )
+                results[key] = code
+                continue
+            written.append((key, plog, result.last_offset))
+        outcomes = await asyncio.gather(
+            *(
+                writer.durable(plog, key[0], key[1], last, timeout_s)
+                for key, plog, last in written
+            ),
+            return_exceptions=True,
+        )
+        for (key, _, _), outcome in zip(written, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                code = getattr(outcome, "code", None)
+                if code is None:
+                    raise outcome
+                results[key] = code
+                continue
+            results[key] = outcome[0]
+            told = self.on_offsets_marker
+            if outcome[0] == errors.NONE and key[0] == OFFSETS_TOPIC and told is not None:
+                told(key[1], producer_id, commit)
+        return results
