@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.produce.v9 import request as produce
 
-from chronik.broker import key_counts
+from chronik.protocol import key_counts
 from chronik.records.builder import Record, build_batch
 from chronik.records.reader import iter_records
 from chronik.records.versions import EXPECTED_HEADER, VERSION_HEADER, header_version

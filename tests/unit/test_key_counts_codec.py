@@ -8,15 +8,15 @@ import contextlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chronik.broker import key_counts
-from chronik.broker.key_counts import (
+from chronik.protocol import key_counts
+from chronik.protocol.framing import MalformedRequest
+from chronik.protocol.key_counts import (
     Request,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
 )
-from chronik.protocol.framing import MalformedRequest
 
 requests = st.builds(
     Request,

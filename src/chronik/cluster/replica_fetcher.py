@@ -11,7 +11,7 @@ replicated is dropped, so every replica holds the same records at the same offse
 A follower that started over at its leader's log start on a topic with
 key.versioning.enable copies, before fetching that partition again, the version counts
 of keys whose records all lay below that offset (chronik's own KeyCounts request,
-chronik.broker.key_counts): no fetched record carries them, and this replica may lead
+chronik.protocol.key_counts): no fetched record carries them, and this replica may lead
 next.
 """
 
@@ -23,14 +23,13 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from chronik.broker import key_counts
 from chronik.cluster.replica_client import (
     AuthenticationRefused,
     BrokerClient,
     BrokerUnreachable,
     request_module,
 )
-from chronik.protocol import errors
+from chronik.protocol import errors, key_counts
 from chronik.protocol.compat import build
 
 if TYPE_CHECKING:
@@ -128,7 +127,7 @@ class ReplicaFetcher:
             self._client = client
         return client
 
-    # -- key version counts below a start over (chronik.broker.key_counts) -----------------
+    # -- key version counts below a start over (chronik.protocol.key_counts) -----------------
 
     async def _copy_key_counts(self, client: BrokerClient, replica: Replica) -> None:
         plog = replica.log
