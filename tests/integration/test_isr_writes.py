@@ -18,7 +18,7 @@ TOPIC = "events"
 
 def _manager(session: ZkSession) -> ReplicaManager:
     node = SimpleNamespace(
-        node_id=1, session=session, broker=SimpleNamespace(config=BrokerConfig({"broker.id": "1"}))
+        node_id=1, session=session, config=BrokerConfig({"broker.id": "1"})
     )
     return ReplicaManager(node)  # type: ignore[arg-type]
 

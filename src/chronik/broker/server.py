@@ -200,6 +200,15 @@ class Broker:
             self, MarkerSender(self.markers, self.node_id, remote)
         )
         await self.txn_coordinator.start()
+        if self.cluster is not None:
+            group = self.coordinator
+            self.cluster.serve(
+                self.catalog,
+                self.wake_fetches,
+                offsets=group if hasattr(group, "load_partition") else None,
+                transactions=self.txn_coordinator,
+                on_topic_deleted=getattr(group, "on_topic_deleted", None),
+            )
         max_connections = self.config.max_connections
         if max_connections is None:
             max_connections = default_max_connections(nofile)
@@ -301,7 +310,7 @@ class Broker:
     async def _connect_cluster(self) -> None:
         from chronik.cluster.node import ClusterNode
 
-        self.cluster = ClusterNode(self)
+        self.cluster = ClusterNode(self.config, self.security, lambda: (self.host, self.port))
         # SASL checks the cluster's users (ZooKeeper's /config/users), not a local file.
         view = self.cluster.view
         self.security.share_credentials(SharedCredentials(lambda: view.users))

@@ -13,8 +13,8 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -39,7 +39,9 @@ from chronik.storage.errors import (
 )
 
 if TYPE_CHECKING:
-    from chronik.broker.server import Broker
+    from chronik.broker.config import BrokerConfig
+    from chronik.security.broker_security import BrokerSecurity
+    from chronik.storage.catalog import Catalog
     from chronik.storage.partition_log import PartitionLog
 
 log = logging.getLogger("chronik.cluster")
@@ -93,10 +95,36 @@ def assign_replicas(
     return out
 
 
+class PartitionCoordinator(Protocol):
+    """A coordinator that serves the partitions of an internal topic this broker leads
+    (the group coordinator on __consumer_offsets, the transaction coordinator on
+    __transaction_state): told as leadership comes (Kafka's onElection) and goes
+    (onResignation)."""
+
+    async def load_partition(self, partition: int) -> None: ...
+
+    def is_loaded(self, partition: int) -> bool: ...
+
+    def unload_partition(self, partition: int) -> None: ...
+
+
 class ClusterNode:
-    def __init__(self, broker: Broker) -> None:
-        config = broker.config
-        self.broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        security: BrokerSecurity,
+        advertised: Callable[[], tuple[str, int]],
+    ) -> None:
+        self.config = config
+        self.security = security
+        # This broker's inter-broker endpoint, known once its listeners are bound.
+        self._advertised = advertised
+        # Given by the server (serve()) before start(): the local logs, the wake-up of
+        # fetches waiting on a log, and the coordinators of the internal topics.
+        self.catalog: Catalog
+        self.wake_fetches: Callable[[PartitionLog], None] = lambda log: None
+        self._coordinators: dict[str, PartitionCoordinator] = {}
+        self._on_topic_deleted: Callable[[str], None] | None = None
         self.node_id = config.node_id
         self.rack = config.rack
         self.session = ZkSession(
@@ -144,6 +172,27 @@ class ClusterNode:
 
     # -- lifecycle --------------------------------------------------------------------
 
+    def serve(
+        self,
+        catalog: Catalog,
+        wake_fetches: Callable[[PartitionLog], None],
+        offsets: PartitionCoordinator | None,
+        transactions: PartitionCoordinator | None,
+        on_topic_deleted: Callable[[str], None] | None = None,
+    ) -> None:
+        """What the layer above gives the cluster before start(): its local logs, how to
+        wake the fetches waiting on a log the replicas appended to, and the coordinators
+        to load and unload as this broker comes to lead or stops leading a partition of
+        __consumer_offsets or __transaction_state."""
+        self.catalog = catalog
+        self.wake_fetches = wake_fetches
+        self._coordinators = {
+            name: c
+            for name, c in ((OFFSETS_TOPIC, offsets), (TRANSACTION_TOPIC, transactions))
+            if c is not None
+        }
+        self._on_topic_deleted = on_topic_deleted
+
     async def connect(self, local_cluster_id: str | None) -> str:
         """Open the session and agree on the cluster id (the first broker's becomes the
         cluster's, as in Kafka). Returns it."""
@@ -151,7 +200,7 @@ class ClusterNode:
             await self.session.start()
         except Exception as exc:
             raise RuntimeError(
-                f"cannot reach ZooKeeper at {self.broker.config.zookeeper_connect}: {exc}"
+                f"cannot reach ZooKeeper at {self.config.zookeeper_connect}: {exc}"
             ) from None
         self.cluster_id = await self.session.run(self._cluster_id, local_cluster_id)
         return self.cluster_id
@@ -347,7 +396,7 @@ class ClusterNode:
     async def _reconcile_pass(self) -> None:
         if not self.view.loaded or self._stopping:
             return
-        catalog = self.broker.catalog
+        catalog = self.catalog
         for name in sorted(self._known_topics - set(self.view.topics)):
             self._topic_gone(name)
         for name in [n for n in catalog.topics if n not in self.view.topics]:
@@ -408,54 +457,41 @@ class ClusterNode:
 
     def _topic_gone(self, name: str) -> None:
         self._stored.pop(name, None)
-        catalog = self.broker.catalog
+        catalog = self.catalog
         if catalog.get(name) is not None:
             try:
                 catalog.delete_topic(name)
                 log.info("deleted the local partitions of topic %s", name)
             except Exception as exc:
                 log.error("cannot delete the local partitions of topic %s: %s", name, exc)
-        coordinator = self.broker.coordinator
-        if name == OFFSETS_TOPIC:
-            for partition in sorted(self._loaded_offsets):
-                self._unload_offsets(partition)
-        elif name == TRANSACTION_TOPIC:
-            txn = self.broker.txn_coordinator
-            for partition in sorted(self._loaded_txn):
-                self._loaded_txn.discard(partition)
-                if txn is not None:
-                    txn.unload_partition(partition)
-        elif coordinator is not None and hasattr(coordinator, "on_topic_deleted"):
-            coordinator.on_topic_deleted(name)
+        if name in (OFFSETS_TOPIC, TRANSACTION_TOPIC):
+            loaded = self._loaded_offsets if name == OFFSETS_TOPIC else self._loaded_txn
+            for partition in sorted(loaded):
+                self._unload(name, partition)
+        elif self._on_topic_deleted is not None:
+            self._on_topic_deleted(name)
 
     def _follow_offsets_leadership(self) -> None:
-        coordinator = self.broker.coordinator
-        if coordinator is None or not hasattr(coordinator, "load_partition"):
-            return
-        count = self.view.partition_count(OFFSETS_TOPIC) or 0
-        led = {p for p in range(count) if self.local_log(OFFSETS_TOPIC, p) is not None}
-        for partition in sorted(self._loaded_offsets - led):
-            self._unload_offsets(partition)
-        for partition in sorted(led - self._loaded_offsets):
-            self._loaded_offsets.add(partition)
-            self._spawn(self._load(coordinator, partition, self._loaded_offsets))
+        self._follow_leadership(OFFSETS_TOPIC, self._loaded_offsets)
 
     def _follow_transaction_leadership(self) -> None:
         """The transaction coordinator serves the __transaction_state partitions this
         broker leads, loaded as it learns it leads them, as groups are."""
-        txn = self.broker.txn_coordinator
-        if txn is None:
-            return
-        count = self.view.partition_count(TRANSACTION_TOPIC) or 0
-        led = {p for p in range(count) if self.local_log(TRANSACTION_TOPIC, p) is not None}
-        for partition in sorted(self._loaded_txn - led):
-            self._loaded_txn.discard(partition)
-            txn.unload_partition(partition)
-        for partition in sorted(led - self._loaded_txn):
-            self._loaded_txn.add(partition)
-            self._spawn(self._load(txn, partition, self._loaded_txn))
+        self._follow_leadership(TRANSACTION_TOPIC, self._loaded_txn)
 
-    async def _load(self, coordinator: Any, partition: int, led: set[int]) -> None:
+    def _follow_leadership(self, topic: str, loaded: set[int]) -> None:
+        coordinator = self._coordinators.get(topic)
+        if coordinator is None:
+            return
+        count = self.view.partition_count(topic) or 0
+        led = {p for p in range(count) if self.local_log(topic, p) is not None}
+        for partition in sorted(loaded - led):
+            self._unload(topic, partition)
+        for partition in sorted(led - loaded):
+            loaded.add(partition)
+            self._spawn(self._load(coordinator, partition, loaded))
+
+    async def _load(self, coordinator: PartitionCoordinator, partition: int, led: set[int]) -> None:
         """Load a coordinator's partition, and again after a failure (logged by the
         coordinator) for as long as this broker leads it, as Kafka's coordinators are
         loaded again rather than left answering NOT_COORDINATOR."""
@@ -467,10 +503,11 @@ class ClusterNode:
             await asyncio.sleep(delay)
             delay = min(delay * 2, LOAD_RETRY_MAX_SECONDS)
 
-    def _unload_offsets(self, partition: int) -> None:
-        self._loaded_offsets.discard(partition)
-        coordinator = self.broker.coordinator
-        if coordinator is not None and hasattr(coordinator, "unload_partition"):
+    def _unload(self, topic: str, partition: int) -> None:
+        loaded = self._loaded_offsets if topic == OFFSETS_TOPIC else self._loaded_txn
+        loaded.discard(partition)
+        coordinator = self._coordinators.get(topic)
+        if coordinator is not None:
             coordinator.unload_partition(partition)
 
     # -- what the handlers ask ----------------------------------------------------------
@@ -489,7 +526,7 @@ class ClusterNode:
         (``lease_held``); reads of what the ISR holds do not."""
         if self.view.leader_of(topic, partition) != self.node_id:
             return None
-        local = self.broker.catalog.get(topic)
+        local = self.catalog.get(topic)
         if local is None:
             return None
         view = self.view.topics.get(topic)
@@ -527,9 +564,10 @@ class ClusterNode:
         """This broker's registration: its inter-broker endpoint and every listener's."""
         endpoints = tuple(
             (spec.name, spec.protocol, *spec.advertised())
-            for spec in self.broker.security.listeners
+            for spec in self.security.listeners
         )
-        return BrokerInfo(self.node_id, self.broker.host, self.broker.port, self.rack, endpoints)
+        host, port = self._advertised()
+        return BrokerInfo(self.node_id, host, port, self.rack, endpoints)
 
     def broker_info(self, node_id: int) -> BrokerInfo | None:
         for info in self.live_brokers():
@@ -591,7 +629,7 @@ class ClusterNode:
 
     def _check_broker_limits(self, replicas: Mapping[int, list[int]], name: str) -> None:
         """max.broker.partitions, counted per broker over the whole cluster."""
-        limit = self.broker.config.max_broker_partitions
+        limit = self.config.max_broker_partitions
         if name.startswith("__"):
             return
         counts: dict[int, int] = {}
@@ -794,7 +832,7 @@ class ClusterNode:
             TRANSACTION_TOPIC,
             "transaction.state.log",
             timeout_ms,
-            {"min.insync.replicas": self.broker.config.values.get(
+            {"min.insync.replicas": self.config.values.get(
                 "transaction.state.log.min.isr", "2")},
         )
 
@@ -803,7 +841,7 @@ class ClusterNode:
     ) -> None:
         if name in self.view.topics:
             return
-        config = self.broker.config
+        config = self.config
         partitions = config.get_int(f"{prefix}.num.partitions")
         factor = min(config.get_int(f"{prefix}.replication.factor"), len(self.live_brokers()))
         configs = {

@@ -46,7 +46,7 @@ class ReplicaFetcher:
         self.manager = manager
         self.leader_id = leader_id
         self.index = index
-        config = manager.node.broker.config
+        config = manager.node.config
         self.wait_ms = config.replica_fetch_wait_max_ms
         self.min_bytes = config.replica_fetch_min_bytes
         self.max_bytes = config.replica_fetch_response_max_bytes
@@ -122,7 +122,7 @@ class ReplicaFetcher:
                 info.host,
                 info.port,
                 f"chronik-replica-fetcher-{self.manager.node_id}",
-                security=self.manager.node.broker.security.client,
+                security=self.manager.node.security.client,
             )
             self._client = client
         return client
@@ -258,7 +258,7 @@ class ReplicaFetcher:
             rack_id="",
         )
         response = await client.request(request, timeout=self.wait_ms / 1000 + 30)
-        now = self.manager.node.broker.now_ms()
+        now = time.time_ns() // 1_000_000
         for topic in response.responses:
             for part in topic.partitions:
                 entry = sent.get((topic.topic, part.partition_index))

@@ -102,7 +102,7 @@ class ReplicaManager:
     def __init__(self, node: ClusterNode) -> None:
         self.node = node
         self.node_id = node.node_id
-        config = node.broker.config
+        config = node.config
         self.lag_max_ms = config.replica_lag_time_max_ms
         self.fetchers_per_leader = config.num_replica_fetchers
         self.backoff = max(config.replica_fetch_backoff_ms / 1000, 0.05)
@@ -155,7 +155,7 @@ class ReplicaManager:
         if self._stopping:
             return
         view = self.node.view
-        catalog = self.node.broker.catalog
+        catalog = self.node.catalog
         seen: set[tuple[str, int]] = set()
         for topic in view.topics.values():
             local = catalog.get(topic.name)
@@ -264,7 +264,7 @@ class ReplicaManager:
                 list(state.isr),
             )
         self._maybe_advance_hw(replica)
-        self.node.broker.wake_fetches(plog)
+        self.node.wake_fetches(plog)
 
     def _log_offline(self, plog: PartitionLog) -> None:
         """A log of this broker went offline (an fsync failed): as leader, hand the
@@ -297,7 +297,7 @@ class ReplicaManager:
         replica.followers = {}
         replica.pending_isr = None
         replica.log.leader_epoch = -1
-        self.node.broker.wake_fetches(replica.log)
+        self.node.wake_fetches(replica.log)
 
     def _retry_soon(self) -> None:
         if self._retry is None and not self._stopping:
@@ -321,7 +321,7 @@ class ReplicaManager:
         replica.log.replicated = True
         replica.log.leader_epoch = -1
         # Wakes fetches waiting on it: they find this broker no longer leads it.
-        self.node.broker.wake_fetches(replica.log)
+        self.node.wake_fetches(replica.log)
 
     def _drop(self, replica: Replica) -> None:
         self._fail_waiters(replica, errors.NOT_LEADER_OR_FOLLOWER)
@@ -478,7 +478,7 @@ class ReplicaManager:
             low = min(low, follower.leo if follower is not None else -1)
         if low >= 0 and plog.set_high_watermark(low):
             self._release_waiters(replica)
-            self.node.broker.wake_fetches(plog)
+            self.node.wake_fetches(plog)
 
     def _release_waiters(self, replica: Replica) -> None:
         hw = replica.log.high_watermark
