@@ -194,7 +194,7 @@ def fetch_as_replica(port: int, topic: str, replica_id: int) -> list[int]:
 
 
 def test_anonymous_replica_fetch_refused(setup: Setup) -> None:
-    import chronik.broker.fetch as fetch_handler
+    import chronik.broker.apis.fetch as fetch_handler
 
     if "CLUSTER_ACTION" not in Path(fetch_handler.__file__).read_text():
         pytest.skip("the Fetch handler does not check a follower's CLUSTER_ACTION yet")

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chronik.broker import elect_leaders as el
-from chronik.broker import offset_for_leader_epoch as ofle
+from chronik.broker.apis import elect_leaders as el
+from chronik.broker.apis import offset_for_leader_epoch as ofle
 from chronik.protocol import errors
 
 

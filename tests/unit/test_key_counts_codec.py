@@ -1,4 +1,4 @@
-"""KeyCounts (chronik.broker.key_counts), chronik's own inter-broker request: its bodies
+"""KeyCounts (chronik.protocol.key_counts), chronik's own inter-broker request: its bodies
 round-trip, and any bytes a peer sends are refused as MalformedRequest (the connection
 closes with a log line), never another exception."""
 from __future__ import annotations
@@ -58,6 +58,6 @@ def test_any_bytes_are_a_response_or_value_error(body):
 
 
 def test_it_is_not_advertised_to_kafka_clients():
-    from chronik.broker.api_versions import _ranges
+    from chronik.broker.apis.api_versions import _ranges
 
     assert key_counts.API_KEY not in {key for key, _, _ in _ranges()}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chronik.broker.list_transactions import select
+from chronik.broker.apis.list_transactions import select
 from chronik.coordinator.transaction_state import TxnMetadata, TxnState
 
 NOW = 1_000_000

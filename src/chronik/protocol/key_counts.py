@@ -7,7 +7,7 @@ skipped may have been the last of some keys: their numbers stay used (the leader
 index keeps each key's count), but no fetched record carries them. The follower asks its
 leader for the counts of keys with rows below that offset, a page at a time, before it
 fetches on (cluster.replica_fetcher). Needs CLUSTER_ACTION on the Cluster, as a follower
-Fetch does (the handler: chronik.broker.key_counts).
+Fetch does (the handler: chronik.broker.apis.key_counts).
 
 Bodies after a request header v1 / response header v0 (not flexible), big-endian:
   request:  topic STRING (int16 length) | partition INT32 | below INT64 |

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronik.broker.apis.offset_commit import commit_readable, every_partition, topic_responses
 from chronik.broker.context import RequestContext
-from chronik.broker.offset_commit import commit_readable, every_partition, topic_responses
 from chronik.protocol import errors
 from chronik.security.acls import Operation, ResourceType
 
