@@ -1,4 +1,4 @@
-"""The event store's HTTP API (chronik.broker.http_api), its Python API
+"""The event store's HTTP API (chronik.http.eventstore), its Python API
 (chronik.eventstore) and `chronik events` against a real `chronik serve --set
 http.listen=...`: a key's events as the API answers them equal what a full scan of the
 partition finds, conditional appends refused with 412 write nothing, binary keys and

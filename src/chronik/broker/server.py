@@ -30,12 +30,13 @@ from chronik.broker.listener import Bound, Listener, bind, listen
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
 from chronik.broker.quotas import ClientQuotas
-from chronik.broker.topics import data_partition
+from chronik.broker.topics import data_partition, partition_count
 from chronik.cluster.marker_channel import MarkerChannel
 from chronik.coordinator.marker_writer import MarkerWriter
 from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.coordinator.transaction_coordinator import TransactionCoordinator
 from chronik.coordinator.transaction_markers import MarkerSender
+from chronik.http.eventstore import HttpApi
 from chronik.security.acl_store import AclFile
 from chronik.security.acls import AclError
 from chronik.security.authorizer import Authorizer
@@ -132,9 +133,9 @@ class Broker:
         self.dynamic = DynamicBrokerConfigs(self)
         self.metrics_listen = metrics_listen
         self.metrics_port: int | None = None
-        # The event store's HTTP API (chronik.broker.http_api): --http-listen or http.listen.
+        # The event store's HTTP API (chronik.http.eventstore): --http-listen or http.listen.
         self.http_listen = http_listen or self.config.values.get("http.listen") or None
-        self.http_api: Any = None
+        self.http_api: HttpApi | None = None
         self.http_port: int | None = None
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
         self._listener: Listener | None = None
@@ -255,8 +256,6 @@ class Broker:
             host, _, port = self.metrics_listen.rpartition(":")
             self.metrics_port = await self.metrics.serve(host or "127.0.0.1", int(port))
         if self.http_listen:
-            from chronik.broker.http_api import HttpApi
-
             try:
                 self.http_api = HttpApi(self)
                 self.http_port = await self.http_api.serve(self.http_listen)
@@ -464,6 +463,13 @@ class Broker:
         """The local log a write to a partition this broker leads goes to, or None and
         the error code (chronik.broker.topics.data_partition)."""
         return data_partition(self, self.catalog.get(name), name, index)
+
+    def partition_count(self, name: str) -> int | None:
+        return partition_count(self, name)
+
+    @property
+    def config_values(self) -> dict[str, str]:
+        return self.config.values
 
     def _offsets_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         complete = getattr(self.coordinator, "complete_transaction", None)

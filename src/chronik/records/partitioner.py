@@ -1,7 +1,7 @@
 """Kafka's default partitioner for keyed records: Java's ``Utils.murmur2`` of the key
 bytes, made positive (``& 0x7fffffff``), modulo the partition count. The Java client's
 default, librdkafka's ``partitioner=murmur2_random`` and the one chronik's event store
-API uses (chronik.broker.http_api), so that a key appended over HTTP and by Kafka clients
+API uses (chronik.http.eventstore), so that a key appended over HTTP and by Kafka clients
 meets in one partition."""
 
 from __future__ import annotations
