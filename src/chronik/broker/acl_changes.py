@@ -16,7 +16,7 @@ def unavailable(ctx: RequestContext, operation: Operation) -> tuple[int, str] | 
     """The error for the whole request, or None when it may go ahead: without an
     authorizer there are no ACLs (SECURITY_DISABLED), and the principal needs the
     operation on the cluster."""
-    if not ctx.broker.authorizer.enabled:
+    if not ctx.services.authorizer.enabled:
         return errors.SECURITY_DISABLED, "No Authorizer is configured on the broker"
     if not ctx.allowed_on_cluster(operation):
         return errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."

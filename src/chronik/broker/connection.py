@@ -382,7 +382,7 @@ class Connection:
                     f"cannot decode API {api_key} v{api_version}: {exc}"
                 ) from exc
         ctx = RequestContext(
-            broker=self.broker,
+            services=self.broker,
             api_key=api_key,
             api_version=api_version,
             correlation_id=correlation_id,

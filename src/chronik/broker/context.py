@@ -11,7 +11,7 @@ from chronik.protocol import compat
 from chronik.security.acls import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
-    from chronik.broker.server import Broker
+    from chronik.broker.services import Services
 
 
 class Throttle:
@@ -32,7 +32,7 @@ class Throttle:
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    services: Services
     api_key: int
     api_version: int
     correlation_id: int
@@ -78,7 +78,7 @@ class RequestContext:
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the request's principal may do this (always, without an authorizer)."""
-        return self.broker.authorizer.authorize(
+        return self.services.authorizer.authorize(
             self.principal, self.client_host, operation, resource_type, name
         )
 
@@ -87,12 +87,12 @@ class RequestContext:
 
     def allowed_on_any(self, operation: Operation, resource_type: ResourceType) -> bool:
         """Whether some resource of the type allows the operation."""
-        return self.broker.authorizer.authorize_any(
+        return self.services.authorizer.authorize_any(
             self.principal, self.client_host, operation, resource_type
         )
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """Kafka's authorized-operations bit set for the resource."""
-        return self.broker.authorizer.operations(
+        return self.services.authorizer.operations(
             self.principal, self.client_host, resource_type, name
         )

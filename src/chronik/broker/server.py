@@ -32,6 +32,8 @@ from chronik.broker.metrics import Metrics
 from chronik.broker.quotas import ClientQuotas
 from chronik.broker.topics import data_partition, partition_count
 from chronik.cluster.marker_channel import MarkerChannel
+from chronik.cluster.node import ClusterNode
+from chronik.coordinator.group_coordinator import GroupCoordinator
 from chronik.coordinator.marker_writer import MarkerWriter
 from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.coordinator.transaction_coordinator import TransactionCoordinator
@@ -124,11 +126,10 @@ class Broker:
         self.writer: PartitionWriter
         self.markers: MarkerWriter
         self.producer_ids: ProducerIdAllocator
-        self.coordinator: Any = None
-        # chronik.coordinator.transaction_coordinator.TransactionCoordinator
-        self.txn_coordinator: Any = None
-        # chronik.cluster.node.ClusterNode in cluster mode (zookeeper.connect), else None.
-        self.cluster: Any = None
+        self.coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator
+        # In cluster mode (zookeeper.connect), else None.
+        self.cluster: ClusterNode | None = None
         self.metrics = Metrics(self)
         self.dynamic = DynamicBrokerConfigs(self)
         self.metrics_listen = metrics_listen
@@ -307,8 +308,6 @@ class Broker:
         log.info("chronik broker stopped")
 
     async def _connect_cluster(self) -> None:
-        from chronik.cluster.node import ClusterNode
-
         self.cluster = ClusterNode(self.config, self.security, lambda: (self.host, self.port))
         # SASL checks the cluster's users (ZooKeeper's /config/users), not a local file.
         view = self.cluster.view
@@ -509,11 +508,7 @@ class Broker:
         return apis.HANDLERS.get(api_key)
 
 
-def _make_coordinator(broker: Broker) -> Any:
-    try:
-        from chronik.coordinator import GroupCoordinator  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+def _make_coordinator(broker: Broker) -> GroupCoordinator:
     return GroupCoordinator(broker)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from chronik.broker import dynamic_configs
 from chronik.broker.context import RequestContext
+from chronik.broker.services import Services
 from chronik.protocol import errors
 from chronik.security.acls import Operation, ResourceType
 from chronik.storage.config import validate_topic_configs
@@ -44,7 +45,7 @@ def refused(ctx: RequestContext, operation: Operation, resource: Any) -> int:
     return errors.NONE
 
 
-def current(broker: Any, name: str) -> dict[str, str] | None:
+def current(broker: Services, name: str) -> dict[str, str] | None:
     """A topic's config overrides (None: no such topic): in a cluster, as ZooKeeper has
     them, since this broker may store none of the topic's partitions."""
     if broker.cluster is not None:
@@ -63,14 +64,14 @@ async def alter_broker(
 ) -> None:
     """Kafka's dynamic broker configs: this broker's or another live broker's (name: its
     id) or the cluster default (name ""); Refused when Kafka would refuse."""
-    dynamic = ctx.broker.dynamic
+    dynamic = ctx.services.dynamic
     entity = dynamic.entity(name)
     new = {} if replace else dynamic.stored(entity)
     new.update(set_configs)
     for key in delete:
         new.pop(key, None)
-    this_broker = entity == str(ctx.broker.node_id)
-    dynamic_configs.validate(ctx.broker, new, entity != dynamic_configs.DEFAULT_ENTITY,
+    this_broker = entity == str(ctx.services.node_id)
+    dynamic_configs.validate(ctx.services, new, entity != dynamic_configs.DEFAULT_ENTITY,
                              this_broker)
     if not validate_only:
         await dynamic.write(entity, new)
@@ -88,10 +89,10 @@ async def apply(
 ) -> Any:
     """Apply one resource's changes; returns the kio resource result."""
     code, message = errors.NONE, None
-    catalog = ctx.broker.catalog
-    cluster = ctx.broker.cluster
+    catalog = ctx.services.catalog
+    cluster = ctx.services.cluster
     if resource.resource_type == TOPIC:
-        configs = current(ctx.broker, resource.resource_name)
+        configs = current(ctx.services, resource.resource_name)
         if configs is None:
             code, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist"
         else:

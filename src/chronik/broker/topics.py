@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 from chronik.protocol import errors
 
 if TYPE_CHECKING:
-    from chronik.broker.server import Broker
+    from chronik.broker.services import Services
 
 log = logging.getLogger("chronik.topics")
 
 
-def too_many_partitions(broker: Broker, requested: int) -> str | None:
+def too_many_partitions(broker: Services, requested: int) -> str | None:
     """The message for a CreateTopics / CreatePartitions request over the per-request limit
     (Kafka's controller answers such a request POLICY_VIOLATION, for every topic in it)."""
     limit = broker.config.max_partitions_per_request
@@ -33,7 +33,7 @@ def is_internal(name: str) -> bool:
     return name.startswith("__")
 
 
-def get_or_create(broker: Broker, name: str, allow_auto_create: bool = True) -> Any | None:
+def get_or_create(broker: Services, name: str, allow_auto_create: bool = True) -> Any | None:
     """The topic, created with the broker's defaults if Kafka would auto-create it."""
     topic = broker.catalog.get(name)
     if topic is not None or not (allow_auto_create and broker.config.auto_create_topics):
@@ -47,14 +47,14 @@ def get_or_create(broker: Broker, name: str, allow_auto_create: bool = True) -> 
     return topic
 
 
-def topic_by_id(broker: Broker, topic_id: Any) -> Any | None:
+def topic_by_id(broker: Services, topic_id: Any) -> Any | None:
     for topic in broker.catalog.topics.values():
         if topic.topic_id == topic_id:
             return topic
     return None
 
 
-def partition_count(broker: Broker, name: str) -> int | None:
+def partition_count(broker: Services, name: str) -> int | None:
     """The topic's partitions: in a cluster, as the cluster has them (this broker may
     store few or none of them); None when there is no such topic."""
     if broker.cluster is not None:
@@ -63,7 +63,7 @@ def partition_count(broker: Broker, name: str) -> int | None:
     return None if topic is None else len(topic.partitions)
 
 
-def data_partition(broker: Broker, topic: Any, name: str, index: int) -> tuple[Any, int]:
+def data_partition(broker: Services, topic: Any, name: str, index: int) -> tuple[Any, int]:
     """The log a data request (Produce, Fetch, ListOffsets, DeleteRecords) for partition
     ``index`` of ``name`` reads or writes, with error 0; or None and the error code: in a
     cluster NOT_LEADER_OR_FOLLOWER when another broker leads it (or nobody does)."""
@@ -78,7 +78,7 @@ def data_partition(broker: Broker, topic: Any, name: str, index: int) -> tuple[A
     return topic.partitions[index], errors.NONE
 
 
-def leader_epoch(broker: Broker, name: str, index: int) -> int:
+def leader_epoch(broker: Services, name: str, index: int) -> int:
     """The partition's leader epoch: the controller's count in a cluster, 0 on one node."""
     if broker.cluster is None:
         return 0
@@ -92,7 +92,7 @@ AUTO_CREATE_WAIT_MS = 1000
 
 
 async def cluster_get_or_create(
-    broker: Broker, name: str, allow_auto_create: bool = True
+    broker: Services, name: str, allow_auto_create: bool = True
 ) -> Any | None:
     """The cluster's view of the topic, created with the broker's defaults if Kafka would
     auto-create it: any broker writes it, the controller gives it leaders."""
@@ -115,7 +115,7 @@ async def cluster_get_or_create(
 
 
 def cluster_members(
-    broker: Broker, listener: str = "PLAINTEXT"
+    broker: Services, listener: str = "PLAINTEXT"
 ) -> tuple[list[tuple[int, str, int, str | None]], int]:
     """The brokers a client is told about, as (node id, host, port, rack), and the
     controller's id: in a cluster every live broker, on a single node just this one;

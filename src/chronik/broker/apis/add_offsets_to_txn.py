@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _add(ctx: RequestContext, request: Any) -> int:
-    broker = ctx.broker
+    broker = ctx.services
     coordinator = broker.txn_coordinator
     count = partition_count(broker, OFFSETS_TOPIC)
     if count is None and broker.cluster is None:

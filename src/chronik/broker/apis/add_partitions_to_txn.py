@@ -30,7 +30,7 @@ OPERATION_NOT_ATTEMPTED = errors.OPERATION_NOT_ATTEMPTED
 
 def _refused_topics(ctx: RequestContext, topics: set[str]) -> set[str]:
     """The topics the principal may not add to a transaction."""
-    internal_refused = ctx.broker.authorizer.enabled
+    internal_refused = ctx.services.authorizer.enabled
     return {
         t
         for t in topics
@@ -40,7 +40,7 @@ def _refused_topics(ctx: RequestContext, topics: set[str]) -> set[str]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
     txn_id = request.v3_and_below_transactional_id
     txn_allowed = ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)

@@ -48,7 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         stored.append(len(outcomes))
         outcomes.append((entry.entity, errors.NONE, None))
     if changes and not request.validate_only:
-        source = ctx.broker.quotas.source
+        source = ctx.services.quotas.source
         try:
             await source.alter(changes)
         except Exception as exc:  # a full disk, ZooKeeper away: each entry hears of it

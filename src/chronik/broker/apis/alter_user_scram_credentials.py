@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for name in users
         )
         return ctx.build("AlterUserScramCredentialsResponse", throttle_time=0, results=results)
-    store = ctx.broker.security.store
+    store = ctx.services.security.store
     changes = [(d.name, d.mechanism, None) for d in request.deletions] + [
         (u.name, u.mechanism, u) for u in request.upsertions
     ]
@@ -106,11 +106,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _write(ctx: RequestContext, made: list[tuple[str, str, ScramCredential | None]]) -> None:
-    cluster = ctx.broker.cluster
+    cluster = ctx.services.cluster
     if cluster is not None:
         # A cluster keeps them in ZooKeeper (/config/users), for every broker.
         await cluster.alter_user_credentials(
             [(n, m, c.to_kafka() if c is not None else None) for n, m, c in made]
         )
         return
-    ctx.broker.security.store.apply(made)
+    ctx.services.security.store.apply(made)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from chronik.broker.context import RequestContext
 
 if TYPE_CHECKING:
-    from chronik.broker.server import Broker
+    from chronik.broker.services import Services
 
 API_KEY = 18
 VERSIONS = (0, 4)
@@ -25,7 +25,7 @@ def _ranges() -> list[tuple[int, int, int]]:
     )
 
 
-def unsupported_version_body(broker: Broker) -> bytes:
+def unsupported_version_body(broker: Services) -> bytes:
     """A v0 response with UNSUPPORTED_VERSION, readable by a client at any version."""
     ranges = _ranges()
     parts = [struct.pack(">hi", UNSUPPORTED_VERSION, len(ranges))]

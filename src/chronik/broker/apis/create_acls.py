@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             made.append((index, acl))
         if made:
             try:
-                await ctx.broker.authorizer.source.change([acl for _, acl in made], [])
+                await ctx.services.authorizer.source.change([acl for _, acl in made], [])
             except Exception as exc:
                 failure = store_failure(exc)
                 for index, _ in made:

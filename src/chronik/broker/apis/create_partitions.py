@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.services import Services
 from chronik.broker.topics import partition_count, too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
@@ -22,7 +23,7 @@ VERSIONS = (0, 3)
 async def _grow_in_cluster(ctx: RequestContext, request: Any, wanted: Any) -> tuple[int, Any]:
     assignments = [list(a.broker_ids) for a in wanted.assignments or ()]
     try:
-        await ctx.broker.cluster.create_partitions(
+        await ctx.services.cluster.create_partitions(
             wanted.name,
             wanted.count,
             assignments or None,
@@ -38,8 +39,8 @@ async def _grow_in_cluster(ctx: RequestContext, request: Any, wanted: Any) -> tu
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    catalog = ctx.broker.catalog
-    cluster = ctx.broker.cluster
+    catalog = ctx.services.catalog
+    cluster = ctx.services.cluster
     results = []
     refused = {
         t.name
@@ -47,7 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, t.name)
     }
     authorized = [t for t in request.topics if t.name not in refused]
-    over_limit = too_many_partitions(ctx.broker, _requested_partitions(ctx.broker, authorized))
+    over_limit = too_many_partitions(ctx.services, _requested_partitions(ctx.services, authorized))
     for wanted in request.topics:
         code, message = errors.NONE, None
         topic = catalog.get(wanted.name)
@@ -91,7 +92,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.build("CreatePartitionsResponse", throttle_time=0, results=tuple(results))
 
 
-def _requested_partitions(broker: Any, topics: list[Any]) -> int:
+def _requested_partitions(broker: Services, topics: list[Any]) -> int:
     """New partitions the request asks for."""
     total = 0
     for wanted in topics:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.services import Services
 from chronik.broker.topics import too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
@@ -24,7 +25,7 @@ VERSIONS = (0, 7)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     results = []
     on_cluster = ctx.allowed_on_cluster(Operation.CREATE)
     refused = {
@@ -89,7 +90,7 @@ async def _create_in_cluster(
 ) -> tuple[int, str | None, Any]:
     assignments = {a.partition_index: list(a.broker_ids) for a in wanted.assignments}
     try:
-        topic_id = await ctx.broker.cluster.create_topic(
+        topic_id = await ctx.services.cluster.create_topic(
             wanted.name,
             partitions,
             replication,
@@ -106,7 +107,7 @@ async def _create_in_cluster(
     return errors.NONE, None, SimpleNamespace(topic_id=topic_id)
 
 
-def _requested_partitions(broker: Any, topics: list[Any]) -> int:
+def _requested_partitions(broker: Services, topics: list[Any]) -> int:
     """Partitions the request would create, counted as Kafka's controller counts them."""
     total = 0
     for wanted in topics:
@@ -150,7 +151,7 @@ def _result(
                 is_sensitive=e.is_sensitive,
             )
             for e in describe_topic_configs(
-                ctx.broker.config.overrides, configs, **ctx.broker.dynamic.topic_layers()
+                ctx.services.config.overrides, configs, **ctx.services.dynamic.topic_layers()
             )
         )
     return ctx.build(

@@ -40,7 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             valid.append((index, selector))
         if valid:
             try:
-                removed = await ctx.broker.authorizer.source.change([], [f for _, f in valid])
+                removed = await ctx.services.authorizer.source.change([], [f for _, f in valid])
             except Exception as exc:
                 failure = store_failure(exc)
                 for index, _ in valid:

@@ -17,9 +17,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
     allowed = [n for n in names if ctx.allowed(Operation.DELETE, ResourceType.GROUP, n)]
     if len(allowed) == len(names):
-        codes = await ctx.broker.coordinator.delete_groups(names)
+        codes = await ctx.services.coordinator.delete_groups(names)
     else:
-        deleted = iter(await ctx.broker.coordinator.delete_groups(allowed) if allowed else ())
+        deleted = iter(await ctx.services.coordinator.delete_groups(allowed) if allowed else ())
         permitted = set(allowed)
         codes = [
             next(deleted) if n in permitted else errors.GROUP_AUTHORIZATION_FAILED for n in names

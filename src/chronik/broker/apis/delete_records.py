@@ -23,12 +23,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for wanted in request.topics:
         allowed = ctx.allowed(Operation.DELETE, ResourceType.TOPIC, wanted.name)
-        topic = ctx.broker.catalog.get(wanted.name)
+        topic = ctx.services.catalog.get(wanted.name)
         parts = []
         for p in wanted.partitions:
             low = -1
             if allowed:
-                plog, code = data_partition(ctx.broker, topic, wanted.name, p.partition_index)
+                plog, code = data_partition(ctx.services, topic, wanted.name, p.partition_index)
             else:
                 plog, code = None, errors.TOPIC_AUTHORIZATION_FAILED
             if plog is not None:

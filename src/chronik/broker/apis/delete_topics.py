@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.services import Services
 from chronik.broker.topics import INTERNAL_TOPICS, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
@@ -23,7 +24,7 @@ VERSIONS = (1, 6)
 log = logging.getLogger("chronik.topics")
 
 
-def _lookup(broker: Any, name: str | None, topic_id: Any) -> Any:
+def _lookup(broker: Services, name: str | None, topic_id: Any) -> Any:
     """The topic's name and id: from the catalog, or in a cluster from its view."""
     if broker.cluster is None:
         return topic_by_id(broker, topic_id) if name is None else broker.catalog.get(name)
@@ -35,7 +36,7 @@ def _lookup(broker: Any, name: str | None, topic_id: Any) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     wanted: list[tuple[str | None, Any]] = []
     if hasattr(request, "topic_names") and not getattr(request, "topics", None):
         wanted = [(n, None) for n in request.topic_names]

@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         selector.check()
     except AclError as exc:
         return _response(ctx, errors.INVALID_REQUEST, str(exc))
-    source = ctx.broker.authorizer.source
+    source = ctx.services.authorizer.source
     grouped: dict[tuple[int, str, int], list[Acl]] = {}
     for acl in source.acls if source is not None else ():
         if selector.matches(acl):

@@ -25,7 +25,7 @@ VERSIONS = (0, 1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.allowed_on_cluster(Operation.DESCRIBE_CONFIGS):
         return _error(ctx, errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
-    source = ctx.broker.quotas.source
+    source = ctx.services.quotas.source
     quotas = source.quotas if source is not None else {}
     try:
         found = describe(

@@ -19,7 +19,7 @@ OPERATIONS_OMITTED = -(2**31)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     members, controller = cluster_members(broker, ctx.listener)
     nodes = tuple(
         ctx.build(

@@ -43,7 +43,7 @@ def _entry(ctx: RequestContext, request: Any, e: Any) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     results = []
     for resource in request.resources:
         keys = (

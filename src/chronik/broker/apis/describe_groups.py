@@ -23,7 +23,7 @@ OPERATIONS_OMITTED = -(2**31)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.coordinator
+    coordinator = ctx.services.coordinator
     groups = []
     with_operations = ctx.api_version >= 3 and bool(
         getattr(request, "include_authorized_operations", False)

@@ -40,9 +40,9 @@ def _producers(ctx: RequestContext, plog: Any) -> tuple[Any, ...]:
 def _replica(ctx: RequestContext, topic: Any, name: str, index: int) -> tuple[Any, int]:
     """The local replica's log of the partition, leader or follower, and error 0; or
     None and Kafka's error (ReplicaManager.getPartitionOrError)."""
-    cluster = ctx.broker.cluster
+    cluster = ctx.services.cluster
     if cluster is None:
-        return data_partition(ctx.broker, topic, name, index)
+        return data_partition(ctx.services, topic, name, index)
     count = cluster.view.partition_count(name)
     if count is None or not 0 <= index < count:
         return None, errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -59,7 +59,7 @@ def _replica(ctx: RequestContext, topic: Any, name: str, index: int) -> tuple[An
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    catalog = ctx.broker.catalog
+    catalog = ctx.services.catalog
     topics = []
     for wanted in request.topics:
         allowed = ctx.allowed(Operation.READ, ResourceType.TOPIC, wanted.name)

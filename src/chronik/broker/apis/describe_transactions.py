@@ -53,7 +53,7 @@ def _state(ctx: RequestContext, txn_id: str, code: int, txn: Any = None) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.txn_coordinator
+    coordinator = ctx.services.txn_coordinator
     states = []
     for txn_id in request.transactional_ids:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):

@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_message=message,
             results=tuple(_result(ctx, u.name, code, message) for u in request.users or ()),
         )
-    store = ctx.broker.security.store
+    store = ctx.services.security.store
     if not request.users:  # null or empty: every user, as Kafka
         names = sorted(store.users())
         counts: Counter[str] = Counter(names)

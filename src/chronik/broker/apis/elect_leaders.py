@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.services import Services
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
 from chronik.security.acls import Operation
@@ -96,7 +97,7 @@ def requested(request: Any) -> list[TopicPartition] | None:
     return list(seen)
 
 
-def _single_node(broker: Any, election_type: int, wanted: list[TopicPartition] | None) -> dict:
+def _single_node(broker: Services, election_type: int, wanted: list[TopicPartition] | None) -> dict:
     """A cluster of one: this broker is every partition's only replica and its leader."""
     catalog = broker.catalog
     if wanted is None:
@@ -134,7 +135,7 @@ async def _cluster(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     election_type = int(getattr(request, "election_type", PREFERRED))
     wanted = requested(request)
     top = errors.NONE

@@ -22,7 +22,7 @@ VERSIONS = (0, 3)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.txn_coordinator
+    coordinator = ctx.services.txn_coordinator
     if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif coordinator is None:

@@ -52,14 +52,14 @@ def _resolve(ctx: RequestContext, fetch_topic: Any) -> tuple[Any, str, Any]:
     if ctx.api_version >= 13:
         # kio reads the all-zero id as None; it names no topic and is answered as such.
         topic_id = fetch_topic.topic_id or ZERO_UUID
-        cluster = ctx.broker.cluster
+        cluster = ctx.services.cluster
         if cluster is not None:
             view = cluster.view.topic_by_id(topic_id)
             name = view.name if view is not None else ""
-            return ctx.broker.catalog.get(name), name, topic_id
-        topic = topic_by_id(ctx.broker, topic_id)
+            return ctx.services.catalog.get(name), name, topic_id
+        topic = topic_by_id(ctx.services, topic_id)
         return topic, (topic.name if topic else ""), topic_id
-    topic = ctx.broker.catalog.get(fetch_topic.topic)
+    topic = ctx.services.catalog.get(fetch_topic.topic)
     return topic, fetch_topic.topic, (topic.topic_id if topic else None)
 
 
@@ -72,9 +72,9 @@ def _replica_id(request: Any) -> int:
 
 def _epoch_error(ctx: RequestContext, name: str, index: int, epoch: int) -> int:
     """KIP-320: a fetch naming another leader epoch than the partition's is refused."""
-    if epoch < 0 or ctx.broker.cluster is None:
+    if epoch < 0 or ctx.services.cluster is None:
         return errors.NONE
-    current = leader_epoch(ctx.broker, name, index)
+    current = leader_epoch(ctx.services, name, index)
     if epoch < current:
         return errors.FENCED_LEADER_EPOCH
     if epoch > current:
@@ -99,7 +99,7 @@ def _read_all(
     missing = (
         errors.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION
     )
-    cluster = ctx.broker.cluster
+    cluster = ctx.services.cluster
     replicas = cluster.replicas if cluster is not None else None
     for fetch_topic in request.topics:
         topic, name, topic_id = _resolve(ctx, fetch_topic)
@@ -122,7 +122,7 @@ def _read_all(
             continue
         for fp in fetch_topic.partitions:
             index = fp.partition
-            plog, code = data_partition(ctx.broker, topic, name, index)
+            plog, code = data_partition(ctx.services, topic, name, index)
             if plog is None:
                 if code == errors.UNKNOWN_TOPIC_OR_PARTITION:
                     code = missing
@@ -199,7 +199,7 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
     if session_id != 0 and session_epoch not in (-1, 0):
         return encode_fetch_response(version, [], FETCH_SESSION_ID_NOT_FOUND)
     await ctx.wait_throttled()
-    broker = ctx.broker
+    broker = ctx.services
     replica_id = _replica_id(request)
     if replica_id >= 0 and not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
         return encode_fetch_response(version, _refused_follower(ctx, request))

@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.services import Services
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.protocol import errors
 from chronik.security.acls import Operation, ResourceType
@@ -53,7 +54,7 @@ def _refused(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any] | N
     return None
 
 
-async def _locate(broker: Any, key: str, key_type: int, listener: str) -> dict[str, Any]:
+async def _locate(broker: Services, key: str, key_type: int, listener: str) -> dict[str, Any]:
     """In a cluster: the leader of the key's partition of its internal topic."""
     cluster = broker.cluster
     if key_type == TRANSACTION_KEY_TYPE:
@@ -77,7 +78,7 @@ async def _locate(broker: Any, key: str, key_type: int, listener: str) -> dict[s
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     keys = request.coordinator_keys if ctx.api_version >= 4 else [request.key]
     answers = []

@@ -18,7 +18,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return ctx.build(
             "HeartbeatResponse", throttle_time=0, error_code=errors.GROUP_AUTHORIZATION_FAILED
         )
-    code = ctx.broker.coordinator.heartbeat(
+    code = ctx.services.coordinator.heartbeat(
         request.group_id,
         request.generation_id,
         request.member_id,

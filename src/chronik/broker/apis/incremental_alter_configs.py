@@ -68,10 +68,11 @@ def _changes(ctx: RequestContext, resource: Any) -> tuple[dict[str, str], list[s
     current: dict[str, str] = {}
     broker = resource.resource_type == topic_configs.BROKER
     if resource.resource_type == topic_configs.TOPIC:
-        current = topic_configs.current(ctx.broker, resource.resource_name) or {}
+        current = topic_configs.current(ctx.services, resource.resource_name) or {}
     elif broker:
         try:
-            current = ctx.broker.dynamic.stored(ctx.broker.dynamic.entity(resource.resource_name))
+            dynamic = ctx.services.dynamic
+            current = dynamic.stored(dynamic.entity(resource.resource_name))
         except dynamic_configs.Refused as refused:
             raise _Refused(refused.code, refused.message) from None
     set_configs: dict[str, str] = {}

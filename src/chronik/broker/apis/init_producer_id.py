@@ -49,9 +49,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         Operation.WRITE, ResourceType.TOPIC
     ):
         return _refused(ctx, errors.CLUSTER_AUTHORIZATION_FAILED)
-    cluster = ctx.broker.cluster
+    cluster = ctx.services.cluster
     if cluster is None:
-        producer_id = ctx.broker.producer_ids.allocate()
+        producer_id = ctx.services.producer_ids.allocate()
     else:
         try:
             producer_id = await cluster.allocate_producer_id()
@@ -74,7 +74,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _transactional(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.txn_coordinator
+    coordinator = ctx.services.txn_coordinator
     if not request.transactional_id:
         code, pid, epoch = errors.INVALID_REQUEST, -1, -1
     elif coordinator is None:

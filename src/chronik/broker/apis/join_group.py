@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     session_ms = millis(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     rebalance_ms = millis(rebalance) if rebalance is not None else session_ms
-    result = await ctx.broker.coordinator.join_group(
+    result = await ctx.services.coordinator.join_group(
         group_id=request.group_id,
         member_id=request.member_id or "",
         group_instance_id=getattr(request, "group_instance_id", None),

@@ -33,7 +33,7 @@ ADVERTISED = False
 async def handle(ctx: RequestContext, request: Request) -> list[bytes]:
     if not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
         return encode_response(errors.CLUSTER_AUTHORIZATION_FAILED, [], False)
-    broker = ctx.broker
+    broker = ctx.services
     plog, code = data_partition(
         broker, broker.catalog.get(request.topic), request.topic, request.partition
     )

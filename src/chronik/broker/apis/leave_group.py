@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         leaving = [(request.member_id, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
-    top, results = ctx.broker.coordinator.leave_group(request.group_id, leaving)
+    top, results = ctx.services.coordinator.leave_group(request.group_id, leaving)
     if ctx.api_version < 3:
         code = top if top or not results else results[0][2]
         return ctx.build("LeaveGroupResponse", throttle_time=0, error_code=code)

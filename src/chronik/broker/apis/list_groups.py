@@ -16,7 +16,7 @@ VERSIONS = (0, 5)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.coordinator
+    coordinator = ctx.services.coordinator
     # Only the groups of the __consumer_offsets partitions this broker serves; while one
     # is being loaded the listing is incomplete, which Kafka says with an error.
     code = coordinator.listing_error()

@@ -54,7 +54,7 @@ def _lookup(plog: Any, timestamp: int, committed: bool) -> tuple[int, int]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    catalog = ctx.broker.catalog
+    catalog = ctx.services.catalog
     committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for wanted in request.topics:
@@ -64,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in wanted.partitions:
             index = p.partition_index
             if allowed:
-                plog, code = data_partition(ctx.broker, topic, wanted.name, index)
+                plog, code = data_partition(ctx.services, topic, wanted.name, index)
             else:
                 plog, code = None, errors.TOPIC_AUTHORIZATION_FAILED
             if plog is None:
@@ -85,7 +85,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     timestamp=ts,
                     offset=offset,
                     old_style_offsets=(offset,) if offset >= 0 else (),
-                    leader_epoch=leader_epoch(ctx.broker, wanted.name, index)
+                    leader_epoch=leader_epoch(ctx.services, wanted.name, index)
                     if code == errors.NONE
                     else -1,
                 )

@@ -50,7 +50,7 @@ def select(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.txn_coordinator
+    coordinator = ctx.services.txn_coordinator
     code = coordinator.listing_error()
     listed: list[TxnMetadata] = []
     unknown: tuple[str, ...] = ()
@@ -61,7 +61,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             tuple(request.state_filters),
             request.producer_id_filters,
             getattr(request, "duration_filter", -1),
-            ctx.broker.now_ms(),
+            ctx.services.now_ms(),
         )
         listed = [
             t

@@ -40,7 +40,7 @@ def _names_by_id(wanted: Any) -> bool:
 def _cluster_partitions(ctx: RequestContext, name: str) -> tuple[Any, ...]:
     """Each partition as the cluster has it: a partition whose leader's broker is down has
     leader -1 and LEADER_NOT_AVAILABLE, and its dead replicas are offline."""
-    view = ctx.broker.cluster.view
+    view = ctx.services.cluster.view
     topic = view.topics.get(name)
     if topic is None:
         return ()
@@ -66,7 +66,7 @@ def _cluster_partitions(ctx: RequestContext, name: str) -> tuple[Any, ...]:
 
 
 def _topic_entry(ctx: RequestContext, topic: Any, ops: int = OPERATIONS_OMITTED) -> Any:
-    if ctx.broker.cluster is not None:
+    if ctx.services.cluster is not None:
         return ctx.build(
             "MetadataResponseTopic",
             error_code=errors.NONE,
@@ -76,7 +76,7 @@ def _topic_entry(ctx: RequestContext, topic: Any, ops: int = OPERATIONS_OMITTED)
             partitions=_cluster_partitions(ctx, topic.name),
             topic_authorized_operations=ops,
         )
-    node = ctx.broker.node_id
+    node = ctx.services.node_id
     partitions = tuple(
         ctx.build(
             "MetadataResponsePartition",
@@ -121,7 +121,7 @@ def _missing(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     catalog = broker.catalog
     requested = request.topics
     if ctx.api_version == 0 and not requested:

@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if t.name in readable
         for p in t.partitions
     ]
-    top, deleted = await ctx.broker.coordinator.delete_offsets(request.group_id, wanted)
+    top, deleted = await ctx.services.coordinator.delete_offsets(request.group_id, wanted)
     answered = iter(deleted)
     codes = [
         next(answered) if t.name in readable else errors.TOPIC_AUTHORIZATION_FAILED

@@ -58,7 +58,7 @@ def _fetch(
     """A group's offsets as the principal may see them."""
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return errors.GROUP_AUTHORIZATION_FAILED, []
-    coordinator = ctx.broker.coordinator
+    coordinator = ctx.services.coordinator
     if wanted is None:
         code, fetched = coordinator.fetch_offsets(group_id, None, stable)
         seen = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronik.broker.context import RequestContext
+from chronik.broker.services import Services
 from chronik.broker.topics import data_partition, leader_epoch
 from chronik.protocol import errors
 from chronik.security.acls import Operation, ResourceType
@@ -59,7 +60,7 @@ def end_offset_for(plog: Any, requested_epoch: int, current_epoch: int) -> tuple
     return UNDEFINED
 
 
-def _partition_answer(broker: Any, topic: Any, name: str, p: Any) -> tuple[int, int, int]:
+def _partition_answer(broker: Services, topic: Any, name: str, p: Any) -> tuple[int, int, int]:
     """(error code, epoch, end offset) for one partition of the request."""
     index = p.partition
     current = getattr(p, "current_leader_epoch", NO_EPOCH)
@@ -86,7 +87,7 @@ def _partition_answer(broker: Any, topic: Any, name: str, p: Any) -> tuple[int, 
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    broker = ctx.services
     every_topic = ctx.allowed_on_cluster(Operation.CLUSTER_ACTION)
     topics = []
     for wanted in request.topics:

@@ -62,7 +62,7 @@ async def handle(
     # Counted as the request is taken up: on a connection Kafka works on one request at a
     # time, so the next one only starts after this one's throttle, as here.
     throttle_ms = _throttle(ctx)
-    broker = ctx.broker
+    broker = ctx.services
     acks = request.acks
     transactional_id = getattr(request, "transactional_id", None)
     if transactional_id is not None and not ctx.allowed(
@@ -178,7 +178,7 @@ async def handle(
 def _throttle(ctx: RequestContext) -> int:
     """Kafka's producer quota: the request's size counted, and over the quota the
     connection held for the throttle time (KIP-219)."""
-    throttle_ms = ctx.broker.quotas.record(
+    throttle_ms = ctx.services.quotas.record(
         PRODUCER_BYTE_RATE, ctx.principal, ctx.client_id, ctx.size
     )
     ctx.throttle(throttle_ms)

@@ -26,11 +26,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         token = await session.authenticate(bytes(request.auth_bytes))
     except AuthenticationFailed as exc:
-        await ctx.broker.security.authentication_failed(ctx.client_host, session, str(exc))
+        await ctx.services.security.authentication_failed(ctx.client_host, session, str(exc))
         return _answer(ctx, errors.SASL_AUTHENTICATION_FAILED, str(exc))
     lifetime = 0
     if session.complete:
-        ctx.broker.security.authenticated(session)
+        ctx.services.security.authenticated(session)
         lifetime = session.lifetime_ms
     return _answer(ctx, errors.NONE, None, token, lifetime)
 

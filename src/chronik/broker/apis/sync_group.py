@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             protocol_name=None,
             assignment=b"",
         )
-    result = await ctx.broker.coordinator.sync_group(
+    result = await ctx.services.coordinator.sync_group(
         group_id=request.group_id,
         generation=request.generation_id,
         member_id=request.member_id,

@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     elif not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         codes = every_partition(request.topics, errors.GROUP_AUTHORIZATION_FAILED)
     else:
-        coordinator = ctx.broker.coordinator
+        coordinator = ctx.services.coordinator
         codes = await commit_readable(
             ctx,
             request.topics,

@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if not permitted:
             codes = dict.fromkeys(wanted, errors.CLUSTER_AUTHORIZATION_FAILED)
         else:
-            codes = await ctx.broker.markers.write(
+            codes = await ctx.services.markers.write(
                 int(marker.producer_id),
                 int(marker.producer_epoch),
                 int(marker.coordinator_epoch),
