@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chronik.security.acl_store import AclFile, apply_changes, from_json, to_json
-from chronik.security.acls import (
+from chronik.security.acl_model import (
     CLUSTER_NAME,
     Acl,
     AclError,
@@ -26,6 +25,7 @@ from chronik.security.acls import (
     decide,
     operation_named,
 )
+from chronik.security.acl_store import AclFile, apply_changes, from_json, to_json
 from chronik.security.authorizer import Authorizer
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER

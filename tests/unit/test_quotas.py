@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from chronik.broker.config import ConfigError
-from chronik.broker.quotas import ClientQuotas, Rate, match
-from chronik.security.quotas import (
+from chronik.broker.quota_manager import ClientQuotas, Rate, match
+from chronik.security.quota_configs import (
     DEFAULT,
     MATCH_DEFAULT,
     MATCH_EXACT,

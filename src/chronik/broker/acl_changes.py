@@ -7,7 +7,7 @@ import logging
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 
 log = logging.getLogger("chronik.security")
 

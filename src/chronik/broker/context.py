@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chronik.protocol import compat
-from chronik.security.acls import CLUSTER_NAME, Operation, ResourceType
+from chronik.security.acl_model import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
     from chronik.broker.services import Services

@@ -29,7 +29,7 @@ from chronik.broker.dynamic_configs import DynamicBrokerConfigs
 from chronik.broker.listener import Bound, Listener, bind, listen
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
-from chronik.broker.quotas import ClientQuotas
+from chronik.broker.quota_manager import ClientQuotas
 from chronik.broker.topics import data_partition, partition_count
 from chronik.cluster.marker_channel import MarkerChannel
 from chronik.cluster.node import ClusterNode
@@ -39,14 +39,14 @@ from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.coordinator.transaction_coordinator import TransactionCoordinator
 from chronik.coordinator.transaction_markers import MarkerSender
 from chronik.http.eventstore import HttpApi
+from chronik.security.acl_model import AclError
 from chronik.security.acl_store import AclFile
-from chronik.security.acls import AclError
 from chronik.security.authorizer import Authorizer
 from chronik.security.broker_security import BrokerSecurity
 from chronik.security.credentials import SharedCredentials
 from chronik.security.listeners import ListenerSpec
 from chronik.security.principal import PrincipalRuleError
-from chronik.security.quotas import QuotaFile, QuotaFileError
+from chronik.security.quota_configs import QuotaFile, QuotaFileError
 from chronik.storage.catalog import Catalog
 from chronik.storage.compaction import CompactionJob
 from chronik.storage.file_cache import FILES
@@ -327,7 +327,7 @@ class Broker:
             )
         _write_meta_properties(self.data_dir, self.cluster_id, self.node_id)
         # The ACLs are ZooKeeper's /kafka-acl, shared by every broker, not a local file.
-        from chronik.cluster.acls import ZkAcls
+        from chronik.cluster.acl_znodes import ZkAcls
 
         acls = ZkAcls(self.cluster.session)
         try:
@@ -337,7 +337,7 @@ class Broker:
             raise BrokerStartError(f"cannot read the ACLs from ZooKeeper: {exc}") from None
         self.authorizer.use(acls)
         # Client quotas: ZooKeeper's /config/users and /config/clients, as Kafka kept them.
-        from chronik.cluster.quotas import ZkQuotas
+        from chronik.cluster.quota_znodes import ZkQuotas
 
         quotas = ZkQuotas(self.cluster.session)
         try:

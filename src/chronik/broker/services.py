@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from chronik.broker.dynamic_configs import DynamicBrokerConfigs
     from chronik.broker.memory_pool import MemoryPool
     from chronik.broker.metrics import Metrics
-    from chronik.broker.quotas import ClientQuotas
+    from chronik.broker.quota_manager import ClientQuotas
     from chronik.cluster.node import ClusterNode
     from chronik.coordinator.group_coordinator import GroupCoordinator
     from chronik.coordinator.marker_writer import MarkerWriter

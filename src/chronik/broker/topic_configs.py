@@ -9,7 +9,7 @@ from chronik.broker import dynamic_configs
 from chronik.broker.context import RequestContext
 from chronik.broker.services import Services
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 from chronik.storage.config import validate_topic_configs
 
 # Kafka's ConfigResource.Type codes.

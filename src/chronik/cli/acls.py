@@ -37,7 +37,7 @@ from confluent_kafka.admin import AclBinding, AclBindingFilter
 from chronik.cli.args import add_bootstrap
 from chronik.cli.clients import OPERATION_TIMEOUT, Cluster
 from chronik.cli.errors import CliError, describe_kafka_error
-from chronik.security.acls import (
+from chronik.security.acl_model import (
     CLUSTER_NAME,
     OPERATION_NAMES,
     SUPPORTED_OPERATIONS,

@@ -11,7 +11,7 @@ import hashlib
 import time
 
 from chronik.http.server import HttpError, Request
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 from chronik.security.authorizer import Authorizer
 from chronik.security.broker_security import BrokerSecurity
 from chronik.security.sasl import AuthenticationFailed, PlainServer

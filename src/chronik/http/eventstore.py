@@ -56,7 +56,7 @@ from chronik.records.builder import Record, build_batch
 from chronik.records.partitioner import partition_for_key
 from chronik.records.recompress import recompress, target_codec
 from chronik.records.versions import EXPECTED_HEADER, VersionError
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 from chronik.security.authorizer import Authorizer
 from chronik.security.broker_security import BrokerSecurity
 from chronik.storage.catalog import Catalog

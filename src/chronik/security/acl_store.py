@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from chronik.security.acls import (
+from chronik.security.acl_model import (
     OPERATION_NAMES,
     PATTERN_NAMES,
     PERMISSION_NAMES,

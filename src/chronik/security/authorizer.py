@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from chronik.security.acls import (
+from chronik.security.acl_model import (
     SUPPORTED_OPERATIONS,
     WILDCARD,
     Acl,

@@ -18,7 +18,7 @@ from chronik.broker.topics import partition_count
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.coordinator.transaction_coordinator import client_code
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 25
 VERSIONS = (0, 3)

@@ -21,7 +21,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.topics import INTERNAL_TOPICS, partition_count
 from chronik.coordinator.transaction_coordinator import client_code
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 24
 VERSIONS = (0, 3)

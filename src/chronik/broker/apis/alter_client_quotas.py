@@ -19,8 +19,8 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Operation
-from chronik.security.quotas import QuotaError, entity_of, entity_path, quota_value
+from chronik.security.acl_model import Operation
+from chronik.security.quota_configs import QuotaError, entity_of, entity_path, quota_value
 
 log = logging.getLogger("chronik.security")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from chronik.broker import topic_configs
 from chronik.broker.context import RequestContext
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 
 API_KEY = 33
 VERSIONS = (0, 2)

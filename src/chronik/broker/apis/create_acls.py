@@ -13,7 +13,7 @@ from typing import Any
 from chronik.broker.acl_changes import store_failure, unavailable
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Acl, AclError, Operation
+from chronik.security.acl_model import Acl, AclError, Operation
 
 log = logging.getLogger("chronik.security")
 

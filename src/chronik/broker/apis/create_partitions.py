@@ -13,7 +13,7 @@ from chronik.broker.services import Services
 from chronik.broker.topics import partition_count, too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 from chronik.storage.catalog import run_stepwise
 
 API_KEY = 37

@@ -16,7 +16,7 @@ from chronik.broker.services import Services
 from chronik.broker.topics import too_many_partitions
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 from chronik.storage.catalog import run_stepwise
 from chronik.storage.config import describe_topic_configs
 

@@ -14,7 +14,7 @@ from typing import Any
 from chronik.broker.acl_changes import store_failure, unavailable
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Acl, AclError, AclFilter, Operation
+from chronik.security.acl_model import Acl, AclError, AclFilter, Operation
 
 log = logging.getLogger("chronik.security")
 

@@ -11,7 +11,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import data_partition
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 from chronik.storage.errors import StorageError
 
 API_KEY = 21

@@ -16,7 +16,7 @@ from chronik.broker.services import Services
 from chronik.broker.topics import INTERNAL_TOPICS, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 20
 VERSIONS = (1, 6)

@@ -12,7 +12,7 @@ from typing import Any
 from chronik.broker.acl_changes import unavailable
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Acl, AclError, AclFilter, Operation
+from chronik.security.acl_model import Acl, AclError, AclFilter, Operation
 
 API_KEY = 29
 VERSIONS = (1, 3)

@@ -1,7 +1,7 @@
 """DescribeClientQuotas (API key 48), versions 0-1.
 
 The quota entities a filter matches, with their values, as Kafka's ZooKeeper-mode broker
-answers (chronik.security.quotas.describe): components of entity type `user` or
+answers (chronik.security.quota_configs.describe): components of entity type `user` or
 `client-id` (or `ip`, of which none are kept), each EXACT (a name, or null for the
 default), DEFAULT or SPECIFIED (any name or the default); with `strict`, only entities
 with no other parts. A bad filter is INVALID_REQUEST (a custom entity type
@@ -15,8 +15,8 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Operation
-from chronik.security.quotas import QuotaError, describe
+from chronik.security.acl_model import Operation
+from chronik.security.quota_configs import QuotaError, describe
 
 API_KEY = 48
 VERSIONS = (0, 1)

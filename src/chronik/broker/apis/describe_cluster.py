@@ -11,7 +11,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.broker.topics import cluster_members
 from chronik.protocol import errors
-from chronik.security.acls import CLUSTER_NAME, Operation, ResourceType
+from chronik.security.acl_model import CLUSTER_NAME, Operation, ResourceType
 
 API_KEY = 60
 VERSIONS = (0, 1)

@@ -12,7 +12,7 @@ from typing import Any
 from chronik.broker import topic_configs
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 from chronik.storage.config import SOURCE_DEFAULT, describe_topic_configs
 
 API_KEY = 32

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode as E
 from chronik.broker.context import RequestContext
 from chronik.coordinator.transaction_state import TxnState
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 65
 VERSIONS = (0, 0)

@@ -13,7 +13,7 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 from chronik.security.scram import MECHANISM_IDS
 
 API_KEY = 50

@@ -22,7 +22,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.services import Services
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 
 log = logging.getLogger("chronik.elect_leaders")
 

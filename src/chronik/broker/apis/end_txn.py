@@ -15,7 +15,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.coordinator.transaction_coordinator import client_code
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 26
 VERSIONS = (0, 3)

@@ -22,7 +22,7 @@ follower CLUSTER_ACTION on the Cluster (else every partition TOPIC_AUTHORIZATION
 Checked once per topic per request, before any wait.
 
 A consumer's response counts against its consumer_byte_rate quota, if one applies
-(chronik.broker.quotas), as Kafka's: the fetch size is capped to what the quota's window
+(chronik.broker.quota_manager), as Kafka's: the fetch size is capped to what the quota's window
 span may carry, and a response that takes the rate over the quota is answered empty (and
 not counted) with the throttle time, the connection not read until it has passed
 (KIP-219; before Fetch v8 the response itself waits that long).
@@ -35,13 +35,13 @@ import time
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.quotas import CLIENT_THROTTLES
+from chronik.broker.quota_manager import CLIENT_THROTTLES
 from chronik.broker.topics import data_partition, leader_epoch, topic_by_id
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID, millis
 from chronik.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
-from chronik.security.acls import Operation, ResourceType
-from chronik.security.quotas import CONSUMER_BYTE_RATE
+from chronik.security.acl_model import Operation, ResourceType
+from chronik.security.quota_configs import CONSUMER_BYTE_RATE
 
 API_KEY = 1
 VERSIONS = (4, 16)

@@ -19,7 +19,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.services import Services
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 log = logging.getLogger("chronik.coordinator")
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -16,7 +16,7 @@ from typing import Any
 from chronik.broker import dynamic_configs, topic_configs
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 from chronik.storage.config import TOPIC_CONFIGS, TYPE_LIST
 
 API_KEY = 44

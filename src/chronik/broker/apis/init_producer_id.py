@@ -21,7 +21,7 @@ from chronik.broker.context import RequestContext
 from chronik.coordinator.transaction_coordinator import client_code
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 22
 VERSIONS = (0, 5)

@@ -19,7 +19,7 @@ from chronik.protocol.key_counts import (
     decode_request,
     encode_response,
 )
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 from chronik.storage.errors import KafkaStorageError
 
 __all__ = ["API_KEY", "VERSIONS", "decode_request", "handle"]

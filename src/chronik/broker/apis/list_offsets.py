@@ -18,7 +18,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.topics import data_partition, leader_epoch
 from chronik.protocol import errors
 from chronik.records.reader import CorruptRecords
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 log = logging.getLogger("chronik.list_offsets")
 

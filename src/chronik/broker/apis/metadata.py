@@ -21,7 +21,7 @@ from chronik.broker.topics import (
 )
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID
-from chronik.security.acls import CLUSTER_NAME, Operation, ResourceType
+from chronik.security.acl_model import CLUSTER_NAME, Operation, ResourceType
 
 API_KEY = 3
 VERSIONS = (0, 12)

@@ -14,7 +14,7 @@ from typing import Any
 from chronik.broker.context import RequestContext
 from chronik.coordinator.committed_offsets import FetchedOffset
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 9
 VERSIONS = (1, 9)

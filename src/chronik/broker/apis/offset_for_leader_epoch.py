@@ -20,7 +20,7 @@ from chronik.broker.context import RequestContext
 from chronik.broker.services import Services
 from chronik.broker.topics import data_partition, leader_epoch
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 23
 VERSIONS = (0, 4)

@@ -6,7 +6,7 @@ each topic WRITE on the Topic (else TOPIC_AUTHORIZATION_FAILED for its partition
 are not appended, whether the topic exists or not).
 
 Each request's size counts against the client's producer_byte_rate quota, if one applies
-(chronik.broker.quotas): over it, the response carries the throttle time and the
+(chronik.broker.quota_manager): over it, the response carries the throttle time and the
 connection is not read until it has passed (nor a request read before it started).
 
 Appends go through the partition writer (chronik.storage.partition_writer) as a
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chronik.broker.context import RequestContext
-from chronik.broker.quotas import CLIENT_THROTTLES
+from chronik.broker.quota_manager import CLIENT_THROTTLES
 from chronik.broker.topics import INTERNAL_TOPICS, data_partition
 from chronik.protocol import errors
 from chronik.protocol.compat import millis
@@ -42,8 +42,8 @@ from chronik.records.batch import InvalidBatch, validate_produced
 from chronik.records.legacy import is_legacy, up_convert
 from chronik.records.reader import keyless_records
 from chronik.records.recompress import recompress, target_codec
-from chronik.security.acls import Operation, ResourceType
-from chronik.security.quotas import PRODUCER_BYTE_RATE
+from chronik.security.acl_model import Operation, ResourceType
+from chronik.security.quota_configs import PRODUCER_BYTE_RATE
 from chronik.storage.partition_log import PartitionLog
 from chronik.storage.partition_writer import AppendOrigin
 

@@ -16,7 +16,7 @@ from typing import Any
 from chronik.broker.apis.offset_commit import commit_readable, every_partition, topic_responses
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Operation, ResourceType
+from chronik.security.acl_model import Operation, ResourceType
 
 API_KEY = 28
 VERSIONS = (0, 3)

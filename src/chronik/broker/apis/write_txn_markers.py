@@ -16,7 +16,7 @@ from typing import Any
 
 from chronik.broker.context import RequestContext
 from chronik.protocol import errors
-from chronik.security.acls import Operation
+from chronik.security.acl_model import Operation
 
 API_KEY = 27
 VERSIONS = (1, 2)

@@ -21,7 +21,7 @@ beside, fsynced, renamed, directory fsynced) on every change:
                 "clients/<default>": {"consumer_byte_rate": "1048576"}}}
 
 A cluster keeps the same maps in ZooKeeper, in /config/users and /config/clients
-(chronik.cluster.quotas).
+(chronik.cluster.quota_znodes).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from chronik.cluster import znodes
 from chronik.cluster.entity_config import update_entity_config
 from chronik.cluster.session import ZkSession
 from chronik.protocol import errors
-from chronik.security.quotas import KEYS, apply, parse_path
+from chronik.security.quota_configs import KEYS, apply, parse_path
 from chronik.storage.errors import StorageError
 
 log = logging.getLogger("chronik.security")

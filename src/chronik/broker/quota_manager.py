@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chronik.broker.config import ConfigError
-from chronik.security.quotas import (
+from chronik.security.quota_configs import (
     CONSUMER_BYTE_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,

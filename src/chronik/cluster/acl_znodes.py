@@ -32,14 +32,14 @@ from kazoo.recipe.watchers import ChildrenWatch
 from chronik.cluster import znodes
 from chronik.cluster.session import ZkSession
 from chronik.protocol import errors
-from chronik.security.acl_store import apply_changes, entry_from_json, entry_json
-from chronik.security.acls import (
+from chronik.security.acl_model import (
     RESOURCE_NAMES,
     Acl,
     AclFilter,
     PatternType,
     ResourceType,
 )
+from chronik.security.acl_store import apply_changes, entry_from_json, entry_json
 from chronik.storage.errors import StorageError
 
 log = logging.getLogger("chronik.security")
