@@ -33,6 +33,7 @@ from chronik.coordinator.group import (
     Member,
     SyncResult,
 )
+from chronik.coordinator.host import ClusterPartitions, CoordinatorHost
 from chronik.coordinator.offsets_codec import (
     GroupKey,
     GroupValue,
@@ -92,7 +93,7 @@ class GroupSummary:
     members: list[MemberSummary]
 
 
-def _config_values(broker: Any) -> dict[str, str]:
+def _config_values(broker: CoordinatorHost) -> dict[str, str]:
     config = getattr(broker, "config", None)
     if not isinstance(config, Mapping):
         config = getattr(config, "values", None)  # the broker's BrokerConfig
@@ -102,7 +103,7 @@ def _config_values(broker: Any) -> dict[str, str]:
 class GroupCoordinator:
     def __init__(
         self,
-        broker: Any,
+        broker: CoordinatorHost,
         store: GroupStore | None = None,
         topic_partitions: Callable[[str], int | None] | None = None,
     ) -> None:
@@ -140,7 +141,7 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def _cluster(self) -> Any:
+    def _cluster(self) -> ClusterPartitions | None:
         return getattr(self.broker, "cluster", None)
 
     async def start(self) -> None:

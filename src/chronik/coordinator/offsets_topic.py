@@ -17,16 +17,21 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
+from chronik.coordinator.host import ClusterPartitions, CoordinatorHost
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.records import builder
 from chronik.records.batch import read_header
 from chronik.records.control import InvalidMarker, read_marker
 from chronik.records.reader import CorruptRecords, iter_batches, iter_records
 from chronik.storage.partition_writer import AppendOrigin, AppendRefused, PartitionWriter
+
+if TYPE_CHECKING:
+    from chronik.storage.catalog import Topic
+    from chronik.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -113,16 +118,16 @@ class GroupStore(Protocol):
 
 
 class OffsetsTopic:
-    def __init__(self, broker: Any, config: Mapping[str, str]) -> None:
+    def __init__(self, broker: CoordinatorHost, config: Mapping[str, str]) -> None:
         self.broker = broker
         self.num_partitions = int(config.get("offsets.topic.num.partitions", "50"))
         self.segment_bytes = config.get("offsets.topic.segment.bytes", str(100 * 1024 * 1024))
-        self._topic: Any = None
+        self._topic: Topic | None = None
 
-    def _cluster(self) -> Any:
+    def _cluster(self) -> ClusterPartitions | None:
         return getattr(self.broker, "cluster", None)
 
-    async def _ensure_topic(self) -> Any:
+    async def _ensure_topic(self) -> Topic:
         if self._topic is not None:
             return self._topic
         catalog = self.broker.catalog
@@ -148,7 +153,7 @@ class OffsetsTopic:
             return self.num_partitions
         return cluster.partition_count(TOPIC)
 
-    def _local_log(self, partition: int) -> Any:
+    def _local_log(self, partition: int) -> PartitionLog | None:
         """The local log of one partition, or None when it is not stored here. In a
         cluster the topic is the controller's to create, and may not exist yet."""
         topic = self.broker.catalog.get(TOPIC)
@@ -202,7 +207,7 @@ class OffsetsTopic:
             raise NotReplicated(exc.code, exc.message) from None
         return int(result.last_offset)
 
-    async def _log_for(self, group_id: str) -> tuple[int, Any]:
+    async def _log_for(self, group_id: str) -> tuple[int, PartitionLog]:
         cluster = self._cluster()
         if cluster is None:
             topic = await self._ensure_topic()
@@ -218,7 +223,7 @@ class OffsetsTopic:
         return index, plog
 
 
-async def _read_log(plog: Any, *, transactional: bool = False) -> list[Any]:
+async def _read_log(plog: PartitionLog, *, transactional: bool = False) -> list[Any]:
     """The records of a partition as (key, value, position); with ``transactional`` as
     (key, value, position, producer_id, marker), markers included (see Replayed)."""
     out: list[Any] = []

@@ -20,6 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from chronik.coordinator.host import ClusterPartitions, CoordinatorHost
 from chronik.coordinator.transaction_log import (
     InvalidTxnRecord,
     decode_key,
@@ -62,7 +63,7 @@ COMPLETE_RETRY_MAX_SECONDS = 2.0
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Any, markers: MarkerSender) -> None:
+    def __init__(self, broker: CoordinatorHost, markers: MarkerSender) -> None:
         self.broker = broker
         values = getattr(getattr(broker, "config", None), "values", {}) or {}
         config: Mapping[str, str] = {**DEFAULTS, **values}
@@ -85,7 +86,7 @@ class TransactionCoordinator:
         self._running = False
 
     # -- lifecycle ------------------------------------------------------------------------
-    def _cluster(self) -> Any:
+    def _cluster(self) -> ClusterPartitions | None:
         return getattr(self.broker, "cluster", None)
 
     async def start(self) -> None:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from chronik.coordinator.host import ClusterPartitions, CoordinatorHost
 from chronik.coordinator.offsets_codec import partition_for
 from chronik.coordinator.offsets_topic import _read_log
 from chronik.records import builder
 from chronik.records.batch import read_header
+from chronik.storage.partition_log import PartitionLog
 from chronik.storage.partition_writer import AppendOrigin, AppendRefused, PartitionWriter
 
 TOPIC = "__transaction_state"
@@ -37,12 +38,12 @@ class StoreError(Exception):
 
 
 class TransactionTopic:
-    def __init__(self, broker: Any, config: Mapping[str, str]) -> None:
+    def __init__(self, broker: CoordinatorHost, config: Mapping[str, str]) -> None:
         self.broker = broker
         self.num_partitions = int(config.get("transaction.state.log.num.partitions", "50"))
         self.segment_bytes = config.get("transaction.state.log.segment.bytes", "104857600")
 
-    def _cluster(self) -> Any:
+    def _cluster(self) -> ClusterPartitions | None:
         return getattr(self.broker, "cluster", None)
 
     def configs(self) -> dict[str, str]:
@@ -71,7 +72,7 @@ class TransactionTopic:
             if inspect.isawaitable(created):
                 await created
 
-    def local_log(self, partition: int) -> Any:
+    def local_log(self, partition: int) -> PartitionLog | None:
         cluster = self._cluster()
         if cluster is not None:
             return cluster.local_log(TOPIC, partition)
