@@ -5,7 +5,9 @@
     python bench/broker_bench.py --quick    # smoke run, a few seconds per broker
 
 Prints a table with both brokers and the chronik/tansu ratio per row and writes
-the figures as JSON to bench/results/.
+the figures as JSON to bench/results/. With ``--baseline DIR`` a second chronik, from
+another checkout's src/, runs beside them, with a chronik/baseline column: a change
+measured before and after in one run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import confluent_kafka
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brokers import BROKERS, BrokerProcess, CpuMeter, Tansu  # noqa: E402
+from brokers import BROKERS, BrokerProcess, Chronik, CpuMeter, Tansu  # noqa: E402
 from latency_probe import LatencyProbe  # noqa: E402
 from results_table import render_table  # noqa: E402
 from workloads import (  # noqa: E402
@@ -236,9 +238,10 @@ def _first(version: object) -> str:
     return str(version[0] if isinstance(version, tuple) else version)
 
 
-def chronik_revision() -> str:
-    """The checkout's commit, marked dirty when src/ has uncommitted changes."""
-    repo = Path(__file__).resolve().parent.parent
+def chronik_revision(repo: Path | None = None) -> str:
+    """The checkout's commit (this one's by default), marked dirty when src/ has
+    uncommitted changes."""
+    repo = repo or Path(__file__).resolve().parent.parent
     try:
         rev = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
@@ -296,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--brokers", default="chronik,tansu", help="comma-separated subset of chronik,tansu"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another chronik checkout (its src/ is used) run beside this one as 'baseline',"
+        " with a chronik/baseline column: a change measured before and after in one run",
+    )
     parser.add_argument("--output", type=Path, help="JSON file (default: bench/results/...)")
     parser.add_argument("--produce-seconds", type=float, help="override produce run length")
     parser.add_argument(
@@ -310,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in BROKERS]
     if unknown:
         parser.error(f"unknown broker(s): {', '.join(unknown)}")
+    if args.baseline is not None:
+        if not (args.baseline / "src" / "chronik").is_dir():
+            parser.error(f"--baseline {args.baseline}: no src/chronik there")
+        names.insert(names.index("chronik") + 1 if "chronik" in names else 0, "baseline")
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     brokers: dict[str, BrokerProcess] = {}
@@ -320,7 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     load_at_start = os.getloadavg()
     try:
         for name in names:
-            broker = BROKERS[name]()
+            if name == "baseline":
+                broker = Chronik(name="baseline", src=args.baseline.resolve() / "src")
+            else:
+                broker = BROKERS[name]()
             storage[name] = broker.storage
             try:
                 broker.start()
@@ -346,7 +362,13 @@ def main(argv: list[str] | None = None) -> int:
                 delete_topics(broker.bootstrap, topics)  # Tansu holds them all in memory
     finally:
         versions = {
-            name: (b.version() if isinstance(b, Tansu) else chronik_revision())
+            name: (
+                b.version()
+                if isinstance(b, Tansu)
+                else chronik_revision(args.baseline)
+                if name == "baseline"
+                else chronik_revision()
+            )
             for name, b in brokers.items()
         }
         load_at_end = os.getloadavg()

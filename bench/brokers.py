@@ -132,8 +132,12 @@ class BrokerProcess:
 
 
 class Chronik(BrokerProcess):
-    def __init__(self) -> None:
-        super().__init__(name="chronik", storage="disk")
+    """chronik from this checkout's src/, or (``src``) from another checkout's, to compare
+    two revisions in one run."""
+
+    def __init__(self, name: str = "chronik", src: Path = REPO / "src") -> None:
+        super().__init__(name=name, storage="disk")
+        self.src = src
 
     def command(self) -> list[str]:
         data_dir = self.workdir / "data"
@@ -148,7 +152,7 @@ class Chronik(BrokerProcess):
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        src = str(REPO / "src")
+        src = str(self.src)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         return env
 

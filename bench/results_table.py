@@ -42,17 +42,20 @@ def _cell(row: dict | None, key: str, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def _ratio(results: dict[str, dict[str, dict]], row_id: str, key: str) -> str:
+def _ratio(
+    results: dict[str, dict[str, dict]], row_id: str, key: str, other: str = "tansu"
+) -> str:
     try:
         chronik = results["chronik"][row_id][key]
-        tansu = results["tansu"][row_id][key]
+        peer = results[other][row_id][key]
     except KeyError:
         return "-"
-    return f"{chronik / tansu:.2f}" if tansu else "-"
+    return f"{chronik / peer:.2f}" if peer else "-"
 
 
 def render_table(results: dict[str, dict[str, dict]], names: list[str], latency_rate: int) -> str:
-    headers = ["workload", "metric", *names, "chronik/tansu"]
+    peers = [p for p in ("tansu", "baseline") if p in names]
+    headers = ["workload", "metric", *names, *(f"chronik/{p}" for p in peers)]
     lines: list[list[str]] = []
     errors: list[str] = []
     for row_id, label in ROWS:
@@ -67,8 +70,11 @@ def render_table(results: dict[str, dict[str, dict]], names: list[str], latency_
             label = f"{label} @ {latency_rate:,}/s"
         for i, (key, metric, fmt) in enumerate(metrics):
             cells = [_cell(results.get(n, {}).get(row_id), key, fmt) for n in names]
-            ratio = "" if key.startswith("broker_") else _ratio(results, row_id, key)
-            lines.append([label if i == 0 else "", metric, *cells, ratio])
+            ratios = [
+                "" if key.startswith("broker_") else _ratio(results, row_id, key, p)
+                for p in peers
+            ]
+            lines.append([label if i == 0 else "", metric, *cells, *ratios])
         errors.extend(
             f"{row_id} on {n}: {results[n][row_id]['error']}"
             for n in names
