@@ -43,8 +43,11 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeAlias, cast
 from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 __all__ = [
     "Appended",
@@ -67,6 +70,9 @@ PAGE = 1000
 # Reconnect before reusing an HTTP connection idle this long (the broker closes idle ones
 # after http.request.timeout.ms, 30 s by default).
 IDLE_RECONNECT_S = 20.0
+
+# An append's headers: a mapping or (name, value) pairs, values encoded as events are.
+Headers: TypeAlias = Mapping[str, object] | Iterable[tuple[str, object]]
 
 
 class Event(NamedTuple):
@@ -106,7 +112,7 @@ class EventStoreError(Exception):
 class VersionConflict(EventStoreError):
     """An append's expected version did not hold; nothing of it was written."""
 
-    def __init__(self, key: Any, expected: int | None, actual: int | None) -> None:
+    def __init__(self, key: str | bytes | None, expected: int | None, actual: int | None) -> None:
         shown = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
         super().__init__(
             412,
@@ -118,7 +124,7 @@ class VersionConflict(EventStoreError):
         self.actual = actual
 
 
-def encode_value(value: Any) -> bytes | None:
+def encode_value(value: object) -> bytes | None:
     """An event as bytes: bytes as they are, str as UTF-8, anything else as JSON."""
     if value is None or isinstance(value, bytes):
         return value
@@ -133,7 +139,7 @@ def _key_bytes(key: str | bytes) -> bytes:
     return key if isinstance(key, bytes) else str(key).encode("utf-8")
 
 
-def _headers(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> list[Any]:
+def _headers(headers: Headers | None) -> list[tuple[str, bytes | None]]:
     if headers is None:
         return []
     items = headers.items() if isinstance(headers, Mapping) else headers
@@ -152,7 +158,7 @@ def _decoded(text: str | None, encoding: str | None) -> bytes | None:
     return text.encode("utf-8")
 
 
-def _librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
+def _librdkafka(config: Mapping[str, object]) -> dict[str, object]:
     """librdkafka settings given as keyword arguments: ``security_protocol`` is
     ``security.protocol`` (names with a dot pass as they are)."""
     return {(k if "." in k else k.replace("_", ".")): v for k, v in config.items()}
@@ -167,7 +173,7 @@ class EventStore:
         auth: tuple[str, str] | None = None,
         http_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
-        **client_config: Any,
+        **client_config: object,
     ) -> None:
         """``client_config``: librdkafka settings for the consumers and ``producer()``
         (e.g. ``**{"security.protocol": "SASL_SSL", ...}`` or ``sasl_username=...``);
@@ -177,8 +183,8 @@ class EventStore:
         self.client_config = {"bootstrap.servers": bootstrap_servers, **_librdkafka(client_config)}
         if auth is None and "sasl.username" in self.client_config:
             auth = (
-                self.client_config["sasl.username"],
-                self.client_config.get("sasl.password", ""),
+                str(self.client_config["sasl.username"]),
+                str(self.client_config.get("sasl.password", "")),
             )
         url = urlsplit(http_url if "://" in http_url else "http://" + http_url)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -195,7 +201,6 @@ class EventStore:
             token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode("ascii")
             self._auth = f"Basic {token}"
         self._local = threading.local()
-        self._producer: Any = None
 
     # -- HTTP -----------------------------------------------------------------------------
     def _connection(self) -> http.client.HTTPConnection:
@@ -218,7 +223,7 @@ class EventStore:
         self,
         method: str,
         path: str,
-        body: Any = None,
+        body: object = None,
         headers: dict[str, str] | None = None,
         retry: bool = True,
     ) -> tuple[int, Any, dict[str, str]]:
@@ -274,9 +279,9 @@ class EventStore:
         self,
         topic: str,
         key: str | bytes,
-        events: Any,
+        events: object,
         expected_version: int | None = None,
-        headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+        headers: Headers | None = None,
     ) -> Appended:
         """Append ``events`` (bytes, str or JSON-able values; one value or a list) to
         ``key`` as one batch, all or none. ``expected_version``: the key's version count
@@ -354,7 +359,7 @@ class EventStore:
         _, doc, _ = self._request("GET", self._key_path(topic, key))
         return int(doc["partition"])
 
-    def producer(self, **config: Any) -> Any:
+    def producer(self, **config: object) -> Producer:
         """A confluent-kafka Producer for Kafka-protocol appends to versioned topics:
         acks=all, idempotence on, partitioner murmur2_random (where the HTTP API puts a
         key). Put the chronik-expected-version header on a key's first record in a batch
@@ -376,7 +381,7 @@ class EventStore:
         group_id: str,
         stop_at_end: bool = False,
         poll_timeout: float = 1.0,
-        **config: Any,
+        **config: object,
     ) -> Subscription:
         """An iterator over every event of ``topic`` through the consumer group
         ``group_id``, from its committed offsets (the beginning for a new group). An
@@ -401,8 +406,10 @@ class EventStore:
         self,
         topic: str | list[str],
         group_id: str,
-        handler: Callable[[Event], Any],
+        handler: Callable[[Event], object],
         stop_at_end: bool = True,
+        # Any rather than object: besides librdkafka settings this may carry
+        # subscribe's poll_timeout.
         **config: Any,
     ) -> int:
         """Hand every event not yet handled by ``group_id`` to ``handler``, committing
@@ -440,21 +447,21 @@ class Subscription:
     it as a context manager)."""
 
     def __init__(
-        self, consumer: Any, topics: list[str], stop_at_end: bool, poll_timeout: float
+        self, consumer: Consumer, topics: list[str], stop_at_end: bool, poll_timeout: float
     ) -> None:
         self.consumer = consumer
         self.stop_at_end = stop_at_end
         self.poll_timeout = poll_timeout
         self.assigned: set[tuple[str, int]] = set()
         self.at_end: set[tuple[str, int]] = set()
-        self._pending: Any = None
+        self._pending: Message | None = None
         self._closed = False
         consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
 
-    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.assigned.update((p.topic, p.partition) for p in partitions)
 
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for p in partitions:
             self.assigned.discard((p.topic, p.partition))
             self.at_end.discard((p.topic, p.partition))
@@ -482,14 +489,14 @@ class Subscription:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    self.at_end.add((msg.topic(), msg.partition()))
+                    self.at_end.add(_where(msg))
                     if self._done():
                         raise StopIteration
                     continue
                 if err.fatal() or not err.retriable():
                     raise KafkaException(err)
                 continue
-            self.at_end.discard((msg.topic(), msg.partition()))
+            self.at_end.discard(_where(msg))
             self._pending = msg
             return _event(msg)
 
@@ -515,22 +522,29 @@ class Subscription:
         self.close()
 
 
-def raise_for(status: int, error: str, message: str, doc: Any) -> None:
+def raise_for(status: int, error: str, message: str, doc: Any) -> NoReturn:
     if status == 412 and isinstance(doc, dict):
         raise VersionConflict(doc.get("key"), doc.get("expected"), doc.get("actual"))
     raise EventStoreError(status, error, message, doc)
 
 
-def _event(msg: Any) -> Event:
-    headers = list(msg.headers() or [])
+# poll() hands back errors as messages too, hence None in the stubs' return types; a
+# message from a partition (its records or its end) has its topic, partition and offset,
+# and a consumer's headers are a list of (str, bytes | None) pairs.
+def _where(msg: Message) -> tuple[str, int]:
+    return cast(str, msg.topic()), cast(int, msg.partition())
+
+
+def _event(msg: Message) -> Event:
+    headers = list(cast("list[tuple[str, bytes | None]] | None", msg.headers()) or [])
     version = None
     for name, value in headers:
         if name == VERSION_HEADER and value is not None and value.isdigit():
             version = int(value)
     return Event(
         version,
-        msg.offset(),
-        msg.partition(),
+        cast(int, msg.offset()),
+        cast(int, msg.partition()),
         msg.timestamp()[1],
         msg.key(),
         msg.value(),
@@ -557,9 +571,9 @@ def default_store() -> EventStore:
 def append(
     topic: str,
     key: str | bytes,
-    events: Any,
+    events: object,
     expected_version: int | None = None,
-    headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+    headers: Headers | None = None,
 ) -> Appended:
     return default_store().append(topic, key, events, expected_version, headers)
 
