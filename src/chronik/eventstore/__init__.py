@@ -42,9 +42,28 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeAlias, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlsplit
+
+from chronik.eventstore.config import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_HTTP,
+    client_settings,
+    http_auth,
+    librdkafka,
+)
+from chronik.eventstore.encoding import (
+    Headers,
+    b64,
+    decoded,
+    encode_headers,
+    encode_value,
+    key_bytes,
+)
+from chronik.eventstore.errors import EventStoreError, VersionConflict, raise_for
+from chronik.eventstore.events import EXPECTED_HEADER as EXPECTED_HEADER
+from chronik.eventstore.events import VERSION_HEADER, Appended, Event
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -62,106 +81,10 @@ __all__ = [
     "version",
 ]
 
-VERSION_HEADER = "chronik-version"
-EXPECTED_HEADER = "chronik-expected-version"
-DEFAULT_HTTP = "http://127.0.0.1:8080"
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 PAGE = 1000
 # Reconnect before reusing an HTTP connection idle this long (the broker closes idle ones
 # after http.request.timeout.ms, 30 s by default).
 IDLE_RECONNECT_S = 20.0
-
-# An append's headers: a mapping or (name, value) pairs, values encoded as events are.
-Headers: TypeAlias = Mapping[str, object] | Iterable[tuple[str, object]]
-
-
-class Event(NamedTuple):
-    version: int | None
-    offset: int
-    partition: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-
-    def json(self) -> Any:
-        """The value decoded as JSON."""
-        return None if self.value is None else json.loads(self.value)
-
-    def text(self) -> str | None:
-        return None if self.value is None else self.value.decode("utf-8")
-
-
-class Appended(NamedTuple):
-    partition: int
-    first_version: int
-    versions: list[int]
-    offsets: list[int]
-
-
-class EventStoreError(Exception):
-    """The broker refused a request (``status`` the HTTP status, ``error`` its code)."""
-
-    def __init__(self, status: int, error: str, message: str, body: Any = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error
-        self.body = body
-
-
-class VersionConflict(EventStoreError):
-    """An append's expected version did not hold; nothing of it was written."""
-
-    def __init__(self, key: str | bytes | None, expected: int | None, actual: int | None) -> None:
-        shown = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
-        super().__init__(
-            412,
-            "version_conflict",
-            f"version conflict on key {shown!r}: expected {expected}, actual {actual}",
-        )
-        self.key = key
-        self.expected = expected
-        self.actual = actual
-
-
-def encode_value(value: object) -> bytes | None:
-    """An event as bytes: bytes as they are, str as UTF-8, anything else as JSON."""
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _key_bytes(key: str | bytes) -> bytes:
-    return key if isinstance(key, bytes) else str(key).encode("utf-8")
-
-
-def _headers(headers: Headers | None) -> list[tuple[str, bytes | None]]:
-    if headers is None:
-        return []
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    return [(str(name), encode_value(value)) for name, value in items]
-
-
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
-
-
-def _decoded(text: str | None, encoding: str | None) -> bytes | None:
-    if text is None:
-        return None
-    if encoding == "base64":
-        return base64.b64decode(text)
-    return text.encode("utf-8")
-
-
-def _librdkafka(config: Mapping[str, object]) -> dict[str, object]:
-    """librdkafka settings given as keyword arguments: ``security_protocol`` is
-    ``security.protocol`` (names with a dot pass as they are)."""
-    return {(k if "." in k else k.replace("_", ".")): v for k, v in config.items()}
 
 
 class EventStore:
@@ -180,12 +103,8 @@ class EventStore:
         ``auth``: (user, password) for the HTTP API's Basic authentication (taken from
         sasl.username / sasl.password when those are given and ``auth`` is not)."""
         self.bootstrap_servers = bootstrap_servers
-        self.client_config = {"bootstrap.servers": bootstrap_servers, **_librdkafka(client_config)}
-        if auth is None and "sasl.username" in self.client_config:
-            auth = (
-                str(self.client_config["sasl.username"]),
-                str(self.client_config.get("sasl.password", "")),
-            )
+        self.client_config = client_settings(bootstrap_servers, client_config)
+        auth = http_auth(auth, self.client_config)
         url = urlsplit(http_url if "://" in http_url else "http://" + http_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"http_url wants http[s]://HOST:PORT, got {http_url!r}")
@@ -264,7 +183,7 @@ class EventStore:
         raise AssertionError("unreachable")
 
     def _key_path(self, topic: str, key: str | bytes, events: bool = False) -> str:
-        raw = _key_bytes(key)
+        raw = key_bytes(key)
         try:
             raw.decode("utf-8")
             segment, query = quote(raw, safe=""), ""
@@ -293,13 +212,13 @@ class EventStore:
         if not events:
             raise ValueError("no events to append")
         shared = [
-            {"key": name, "value": _b64(value), "value_encoding": "base64"}
-            for name, value in _headers(headers)
+            {"key": name, "value": b64(value), "value_encoding": "base64"}
+            for name, value in encode_headers(headers)
         ]
         body = {
             "events": [
                 {
-                    "value": _b64(encode_value(e)),
+                    "value": b64(encode_value(e)),
                     "value_encoding": "base64",
                     "headers": shared,
                 }
@@ -338,10 +257,10 @@ class EventStore:
                         e["offset"],
                         e["partition"],
                         e["timestamp"],
-                        _decoded(e["key"], e.get("key_encoding")),
-                        _decoded(e["value"], e["value_encoding"]),
+                        decoded(e["key"], e.get("key_encoding")),
+                        decoded(e["value"], e["value_encoding"]),
                         [
-                            (h["key"], _decoded(h["value"], h["value_encoding"]))
+                            (h["key"], decoded(h["value"], h["value_encoding"]))
                             for h in e["headers"]
                         ],
                     )
@@ -371,7 +290,7 @@ class EventStore:
             "acks": "all",
             "enable.idempotence": True,
             "partitioner": "murmur2_random",
-            **_librdkafka(config),
+            **librdkafka(config),
         }
         return Producer(settings)
 
@@ -397,7 +316,7 @@ class EventStore:
             "enable.auto.commit": True,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
-            **_librdkafka(config),
+            **librdkafka(config),
         }
         topics = [topic] if isinstance(topic, str) else list(topic)
         return Subscription(Consumer(settings), topics, stop_at_end, poll_timeout)
@@ -520,12 +439,6 @@ class Subscription:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def raise_for(status: int, error: str, message: str, doc: Any) -> NoReturn:
-    if status == 412 and isinstance(doc, dict):
-        raise VersionConflict(doc.get("key"), doc.get("expected"), doc.get("actual"))
-    raise EventStoreError(status, error, message, doc)
 
 
 # poll() hands back errors as messages too, hence None in the stubs' return types; a
