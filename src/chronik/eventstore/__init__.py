@@ -34,17 +34,12 @@ http://127.0.0.1:8080).
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import http.client
-import json
 import os
 import ssl
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import quote, urlsplit
 
 from chronik.eventstore.config import (
     DEFAULT_BOOTSTRAP,
@@ -59,11 +54,13 @@ from chronik.eventstore.encoding import (
     decoded,
     encode_headers,
     encode_value,
-    key_bytes,
 )
-from chronik.eventstore.errors import EventStoreError, VersionConflict, raise_for
+from chronik.eventstore.errors import EventStoreError, VersionConflict
+from chronik.eventstore.errors import raise_for as raise_for
 from chronik.eventstore.events import EXPECTED_HEADER as EXPECTED_HEADER
 from chronik.eventstore.events import VERSION_HEADER, Appended, Event
+from chronik.eventstore.transport import IDLE_RECONNECT_S as IDLE_RECONNECT_S
+from chronik.eventstore.transport import HttpTransport, key_path
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -82,9 +79,6 @@ __all__ = [
 ]
 
 PAGE = 1000
-# Reconnect before reusing an HTTP connection idle this long (the broker closes idle ones
-# after http.request.timeout.ms, 30 s by default).
-IDLE_RECONNECT_S = 20.0
 
 
 class EventStore:
@@ -104,96 +98,11 @@ class EventStore:
         sasl.username / sasl.password when those are given and ``auth`` is not)."""
         self.bootstrap_servers = bootstrap_servers
         self.client_config = client_settings(bootstrap_servers, client_config)
-        auth = http_auth(auth, self.client_config)
-        url = urlsplit(http_url if "://" in http_url else "http://" + http_url)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"http_url wants http[s]://HOST:PORT, got {http_url!r}")
+        self._http = HttpTransport(
+            http_url, http_auth(auth, self.client_config), http_timeout, ssl_context
+        )
         self.http_url = http_url
-        self._scheme = url.scheme
-        self._host = url.hostname
-        self._port = url.port or (443 if url.scheme == "https" else 80)
-        self._prefix = url.path.rstrip("/")
-        self._timeout = http_timeout
-        self._ssl = ssl_context
-        self._auth = None
-        if auth is not None:
-            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode("ascii")
-            self._auth = f"Basic {token}"
-        self._local = threading.local()
 
-    # -- HTTP -----------------------------------------------------------------------------
-    def _connection(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        used = getattr(self._local, "used", 0.0)
-        if conn is not None and time.monotonic() - used > IDLE_RECONNECT_S:
-            conn.close()
-            conn = None
-        if conn is None:
-            if self._scheme == "https":
-                conn = http.client.HTTPSConnection(
-                    self._host, self._port, timeout=self._timeout, context=self._ssl
-                )
-            else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
-            self._local.conn = conn
-        return conn
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        body: object = None,
-        headers: dict[str, str] | None = None,
-        retry: bool = True,
-    ) -> tuple[int, Any, dict[str, str]]:
-        """(status, JSON body, headers). ``retry``: resend once on a connection the broker
-        closed (only for requests safe to repeat)."""
-        sent = {"Accept": "application/json", **(headers or {})}
-        payload = None
-        if body is not None:
-            payload = json.dumps(body, separators=(",", ":")).encode()
-            sent["Content-Type"] = "application/json"
-        if self._auth:
-            sent["Authorization"] = self._auth
-        for attempt in (0, 1):
-            conn = self._connection()
-            try:
-                conn.request(method, self._prefix + path, body=payload, headers=sent)
-                response = conn.getresponse()
-                data = response.read()
-            except (ConnectionError, http.client.HTTPException, OSError) as exc:
-                conn.close()
-                self._local.conn = None
-                if attempt == 0 and retry and not isinstance(exc, TimeoutError):
-                    continue
-                raise EventStoreError(0, "unreachable", f"{self.http_url}: {exc}") from None
-            self._local.used = time.monotonic()
-            if response.getheader("Connection", "").lower() == "close":
-                conn.close()
-                self._local.conn = None
-            try:
-                doc = json.loads(data) if data else None
-            except ValueError:
-                doc = None
-            if response.status >= 400:
-                error = doc.get("error", "error") if isinstance(doc, dict) else "error"
-                message = doc.get("message", "") if isinstance(doc, dict) else data[:200]
-                raise_for(response.status, error, str(message), doc)
-            return response.status, doc, dict(response.getheaders())
-        raise AssertionError("unreachable")
-
-    def _key_path(self, topic: str, key: str | bytes, events: bool = False) -> str:
-        raw = key_bytes(key)
-        try:
-            raw.decode("utf-8")
-            segment, query = quote(raw, safe=""), ""
-        except UnicodeDecodeError:
-            segment = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-            query = "?key_encoding=base64"
-        path = f"/v1/topics/{quote(topic, safe='')}/keys/{segment}"
-        return (path + "/events" if events else path) + query
-
-    # -- the API --------------------------------------------------------------------------
     def append(
         self,
         topic: str,
@@ -230,11 +139,13 @@ class EventStore:
             if expected_version < 0:
                 raise ValueError("expected_version must be 0 or more")
             sent["If-Match"] = f'"{int(expected_version)}"'
-        path = self._key_path(topic, key, events=True)
+        path = key_path(topic, key, events=True)
         try:
             # An unconditional append is not resent after a dropped connection: it may
             # have been written. A conditional one is safe to resend (at worst a conflict).
-            _, doc, _ = self._request("POST", path, body, sent, retry=expected_version is not None)
+            _, doc, _ = self._http.request(
+                "POST", path, body, sent, retry=expected_version is not None
+            )
         except VersionConflict as conflict:
             raise VersionConflict(key, conflict.expected, conflict.actual) from None
         return Appended(doc["partition"], doc["first_version"], doc["versions"], doc["offsets"])
@@ -247,9 +158,11 @@ class EventStore:
         next_version: int | None = max(0, from_version)
         while next_version is not None and (limit is None or len(out) < limit):
             page = PAGE if limit is None else min(PAGE, limit - len(out))
-            path = self._key_path(topic, key, events=True)
+            path = key_path(topic, key, events=True)
             sep = "&" if "?" in path else "?"
-            _, doc, _ = self._request("GET", f"{path}{sep}from_version={next_version}&limit={page}")
+            _, doc, _ = self._http.request(
+                "GET", f"{path}{sep}from_version={next_version}&limit={page}"
+            )
             for e in doc["events"]:
                 out.append(
                     Event(
@@ -270,12 +183,12 @@ class EventStore:
 
     def version(self, topic: str, key: str | bytes) -> int:
         """The key's version count: how many events it has had (0: none yet)."""
-        _, doc, _ = self._request("GET", self._key_path(topic, key))
+        _, doc, _ = self._http.request("GET", key_path(topic, key))
         return int(doc["version_count"])
 
     def partition(self, topic: str, key: str | bytes) -> int:
         """The partition that holds (or will hold) the key's events."""
-        _, doc, _ = self._request("GET", self._key_path(topic, key))
+        _, doc, _ = self._http.request("GET", key_path(topic, key))
         return int(doc["partition"])
 
     def producer(self, **config: object) -> Producer:
@@ -349,10 +262,7 @@ class EventStore:
         return count
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        self._http.close()
 
     def __enter__(self) -> EventStore:
         return self
