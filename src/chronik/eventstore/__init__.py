@@ -41,6 +41,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from chronik.eventstore import reader, writer
 from chronik.eventstore.config import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_HTTP,
@@ -48,19 +49,16 @@ from chronik.eventstore.config import (
     http_auth,
     librdkafka,
 )
-from chronik.eventstore.encoding import (
-    Headers,
-    b64,
-    decoded,
-    encode_headers,
-    encode_value,
-)
-from chronik.eventstore.errors import EventStoreError, VersionConflict
+from chronik.eventstore.encoding import Headers
+from chronik.eventstore.encoding import encode_value as encode_value
+from chronik.eventstore.errors import EventStoreError as EventStoreError
+from chronik.eventstore.errors import VersionConflict as VersionConflict
 from chronik.eventstore.errors import raise_for as raise_for
 from chronik.eventstore.events import EXPECTED_HEADER as EXPECTED_HEADER
 from chronik.eventstore.events import VERSION_HEADER, Appended, Event
+from chronik.eventstore.reader import PAGE as PAGE
 from chronik.eventstore.transport import IDLE_RECONNECT_S as IDLE_RECONNECT_S
-from chronik.eventstore.transport import HttpTransport, key_path
+from chronik.eventstore.transport import HttpTransport
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -77,8 +75,6 @@ __all__ = [
     "read",
     "version",
 ]
-
-PAGE = 1000
 
 
 class EventStore:
@@ -116,96 +112,28 @@ class EventStore:
         it must have (0: the key must not exist yet), else raises VersionConflict with
         nothing written; None appends unconditionally. ``headers`` go on every event.
         Returns once the events are durable (acks=all)."""
-        if not isinstance(events, list):
-            events = [events]
-        if not events:
-            raise ValueError("no events to append")
-        shared = [
-            {"key": name, "value": b64(value), "value_encoding": "base64"}
-            for name, value in encode_headers(headers)
-        ]
-        body = {
-            "events": [
-                {
-                    "value": b64(encode_value(e)),
-                    "value_encoding": "base64",
-                    "headers": shared,
-                }
-                for e in events
-            ]
-        }
-        sent: dict[str, str] = {}
-        if expected_version is not None:
-            if expected_version < 0:
-                raise ValueError("expected_version must be 0 or more")
-            sent["If-Match"] = f'"{int(expected_version)}"'
-        path = key_path(topic, key, events=True)
-        try:
-            # An unconditional append is not resent after a dropped connection: it may
-            # have been written. A conditional one is safe to resend (at worst a conflict).
-            _, doc, _ = self._http.request(
-                "POST", path, body, sent, retry=expected_version is not None
-            )
-        except VersionConflict as conflict:
-            raise VersionConflict(key, conflict.expected, conflict.actual) from None
-        return Appended(doc["partition"], doc["first_version"], doc["versions"], doc["offsets"])
+        return writer.append_events(self._http, topic, key, events, expected_version, headers)
 
     def read(
         self, topic: str, key: str | bytes, from_version: int = 0, limit: int | None = None
     ) -> list[Event]:
         """The key's events from ``from_version`` (at most ``limit``), by version."""
-        out: list[Event] = []
-        next_version: int | None = max(0, from_version)
-        while next_version is not None and (limit is None or len(out) < limit):
-            page = PAGE if limit is None else min(PAGE, limit - len(out))
-            path = key_path(topic, key, events=True)
-            sep = "&" if "?" in path else "?"
-            _, doc, _ = self._http.request(
-                "GET", f"{path}{sep}from_version={next_version}&limit={page}"
-            )
-            for e in doc["events"]:
-                out.append(
-                    Event(
-                        e["version"],
-                        e["offset"],
-                        e["partition"],
-                        e["timestamp"],
-                        decoded(e["key"], e.get("key_encoding")),
-                        decoded(e["value"], e["value_encoding"]),
-                        [
-                            (h["key"], decoded(h["value"], h["value_encoding"]))
-                            for h in e["headers"]
-                        ],
-                    )
-                )
-            next_version = doc["next_version"]
-        return out if limit is None else out[:limit]
+        return reader.read_events(self._http, topic, key, from_version, limit)
 
     def version(self, topic: str, key: str | bytes) -> int:
         """The key's version count: how many events it has had (0: none yet)."""
-        _, doc, _ = self._http.request("GET", key_path(topic, key))
-        return int(doc["version_count"])
+        return reader.version_count(self._http, topic, key)
 
     def partition(self, topic: str, key: str | bytes) -> int:
         """The partition that holds (or will hold) the key's events."""
-        _, doc, _ = self._http.request("GET", key_path(topic, key))
-        return int(doc["partition"])
+        return reader.partition_of(self._http, topic, key)
 
     def producer(self, **config: object) -> Producer:
         """A confluent-kafka Producer for Kafka-protocol appends to versioned topics:
         acks=all, idempotence on, partitioner murmur2_random (where the HTTP API puts a
         key). Put the chronik-expected-version header on a key's first record in a batch
         for a conditional append; a conflict is delivered as INVALID_RECORD."""
-        from confluent_kafka import Producer
-
-        settings = {
-            **self.client_config,
-            "acks": "all",
-            "enable.idempotence": True,
-            "partitioner": "murmur2_random",
-            **librdkafka(config),
-        }
-        return Producer(settings)
+        return writer.producer(self.client_config, config)
 
     def subscribe(
         self,
