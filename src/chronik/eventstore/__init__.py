@@ -34,20 +34,18 @@ http://127.0.0.1:8080).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import ssl
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from chronik.eventstore import reader, writer
+from chronik.eventstore import reader, subscription, writer
 from chronik.eventstore.config import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_HTTP,
     client_settings,
     http_auth,
-    librdkafka,
 )
 from chronik.eventstore.encoding import Headers
 from chronik.eventstore.encoding import encode_value as encode_value
@@ -55,13 +53,15 @@ from chronik.eventstore.errors import EventStoreError as EventStoreError
 from chronik.eventstore.errors import VersionConflict as VersionConflict
 from chronik.eventstore.errors import raise_for as raise_for
 from chronik.eventstore.events import EXPECTED_HEADER as EXPECTED_HEADER
-from chronik.eventstore.events import VERSION_HEADER, Appended, Event
+from chronik.eventstore.events import VERSION_HEADER as VERSION_HEADER
+from chronik.eventstore.events import Appended, Event
 from chronik.eventstore.reader import PAGE as PAGE
+from chronik.eventstore.subscription import Subscription
 from chronik.eventstore.transport import IDLE_RECONNECT_S as IDLE_RECONNECT_S
 from chronik.eventstore.transport import HttpTransport
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, Message, Producer, TopicPartition
+    from confluent_kafka import Producer
 
 __all__ = [
     "Appended",
@@ -148,19 +148,9 @@ class EventStore:
         event's offset is committed once the next one is asked for, or when the
         subscription is closed after it: at least once. ``stop_at_end``: end once every
         assigned partition is read to its end."""
-        from confluent_kafka import Consumer
-
-        settings = {
-            **self.client_config,
-            "group.id": group_id,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": True,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            **librdkafka(config),
-        }
-        topics = [topic] if isinstance(topic, str) else list(topic)
-        return Subscription(Consumer(settings), topics, stop_at_end, poll_timeout)
+        return subscription.subscribe(
+            self.client_config, topic, group_id, stop_at_end, poll_timeout, config
+        )
 
     def catch_up(
         self,
@@ -175,19 +165,8 @@ class EventStore:
         """Hand every event not yet handled by ``group_id`` to ``handler``, committing
         each after it was handled (one the handler raised on is not), by default until
         the end of every assigned partition. Returns how many events were handled."""
-        count = 0
-        subscription = self.subscribe(topic, group_id, stop_at_end=stop_at_end, **config)
-        try:
-            for event in subscription:
-                try:
-                    handler(event)
-                except BaseException:
-                    subscription.close(commit_last=False)
-                    raise
-                count += 1
-        finally:
-            subscription.close()
-        return count
+        events = self.subscribe(topic, group_id, stop_at_end=stop_at_end, **config)
+        return subscription.handle_all(events, handler)
 
     def close(self) -> None:
         self._http.close()
@@ -197,110 +176,6 @@ class EventStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class Subscription:
-    """Events from a consumer group (EventStore.subscribe); close it when done (or use
-    it as a context manager)."""
-
-    def __init__(
-        self, consumer: Consumer, topics: list[str], stop_at_end: bool, poll_timeout: float
-    ) -> None:
-        self.consumer = consumer
-        self.stop_at_end = stop_at_end
-        self.poll_timeout = poll_timeout
-        self.assigned: set[tuple[str, int]] = set()
-        self.at_end: set[tuple[str, int]] = set()
-        self._pending: Message | None = None
-        self._closed = False
-        consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.assigned.update((p.topic, p.partition) for p in partitions)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for p in partitions:
-            self.assigned.discard((p.topic, p.partition))
-            self.at_end.discard((p.topic, p.partition))
-
-    def _done(self) -> bool:
-        return self.stop_at_end and bool(self.assigned) and self.assigned <= self.at_end
-
-    def __iter__(self) -> Subscription:
-        return self
-
-    def __next__(self) -> Event:
-        from confluent_kafka import KafkaError, KafkaException
-
-        if self._closed:
-            raise StopIteration
-        if self._pending is not None:
-            self.consumer.store_offsets(message=self._pending)
-            self._pending = None
-        while True:
-            msg = self.consumer.poll(self.poll_timeout)
-            if msg is None:
-                if self._done():
-                    raise StopIteration
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    self.at_end.add(_where(msg))
-                    if self._done():
-                        raise StopIteration
-                    continue
-                if err.fatal() or not err.retriable():
-                    raise KafkaException(err)
-                continue
-            self.at_end.discard(_where(msg))
-            self._pending = msg
-            return _event(msg)
-
-    def close(self, commit_last: bool = True) -> None:
-        """Commit what was handled (the last event too unless ``commit_last`` is false)
-        and leave the group."""
-        from confluent_kafka import KafkaException
-
-        if self._closed:
-            return
-        self._closed = True
-        if self._pending is not None and commit_last:
-            self.consumer.store_offsets(message=self._pending)
-        self._pending = None
-        with contextlib.suppress(KafkaException):  # nothing stored since the last commit
-            self.consumer.commit(asynchronous=False)
-        self.consumer.close()
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-# poll() hands back errors as messages too, hence None in the stubs' return types; a
-# message from a partition (its records or its end) has its topic, partition and offset,
-# and a consumer's headers are a list of (str, bytes | None) pairs.
-def _where(msg: Message) -> tuple[str, int]:
-    return cast(str, msg.topic()), cast(int, msg.partition())
-
-
-def _event(msg: Message) -> Event:
-    headers = list(cast("list[tuple[str, bytes | None]] | None", msg.headers()) or [])
-    version = None
-    for name, value in headers:
-        if name == VERSION_HEADER and value is not None and value.isdigit():
-            version = int(value)
-    return Event(
-        version,
-        cast(int, msg.offset()),
-        cast(int, msg.partition()),
-        msg.timestamp()[1],
-        msg.key(),
-        msg.value(),
-        headers,
-    )
 
 
 _default: EventStore | None = None
