@@ -12,7 +12,7 @@ expected version, and all events caught up on through a consumer group.
     except VersionConflict as conflict:
         ...  # someone appended meanwhile: reload, decide again, retry
 
-Reads and appends go to the broker's HTTP API (chronik.broker.http_api). Appends use it
+Reads and appends go to the broker's HTTP API (chronik.http.eventstore). Appends use it
 rather than a Kafka producer because only the broker's answer to them carries what an
 event store caller needs: the versions given, and on a conflict the key's actual version
 (librdkafka reports INVALID_RECORD as "Broker failed to validate record", without the
