@@ -49,7 +49,9 @@ T = Topics()
 def create_topics(bootstrap: str, partitions: int = 3) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from chronik.spark.options import quiet  # librdkafka: warnings and errors only
+
+    admin = AdminClient(quiet({"bootstrap.servers": bootstrap}))
     wanted = [
         # The command side appends with expected versions: the events topic opts in.
         NewTopic(T.events, partitions, 1, config={"key.versioning.enable": "true"}),
@@ -65,10 +67,12 @@ def create_topics(bootstrap: str, partitions: int = 3) -> None:
 def produce_history(bootstrap: str, accounts: int, events: int, seed: int) -> int:
     from confluent_kafka import Producer
 
+    from chronik.spark.options import quiet  # librdkafka: warnings and errors only
+
     # murmur2 (Kafka's Java partitioner) puts each account where the event store's reads
     # and appends by key look for it.
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
-                         "enable.idempotence": True, "partitioner": "murmur2_random"})
+    producer = Producer(quiet({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
+                               "enable.idempotence": True, "partitioner": "murmur2_random"}))
     history = bank.generate(accounts, events, seed)
     for key, value in history:
         while True:
@@ -170,9 +174,11 @@ def serve_with_http(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(HERE.parents[1] / "src"), env.get("PYTHONPATH")) if p)
+    # The broker's own start and stop lines would land among the tellers' report; its
+    # warnings and errors still show.
     proc = subprocess.Popen(
         [sys.executable, "-m", "chronik", "serve", "--data-dir", str(data_dir),
-         "--listen", bootstrap, "--http-listen", http], env=env)
+         "--listen", bootstrap, "--http-listen", http, "--log-level", "WARNING"], env=env)
     deadline = time.monotonic() + 30
     while True:
         try:

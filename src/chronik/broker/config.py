@@ -19,7 +19,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": "104857600",
     # Kafka's -1 leaves request memory unbounded (its fetch responses are zero-copy
     # and take none). chronik holds requests and fetch responses in memory, so it
-    # has a budget for both; see README "Limits".
+    # has a budget for both; see docs/configuration.md "Limits".
     "queued.max.request.bytes": "268435456",
     "fetch.max.bytes": "57671680",
     "connections.max.idle.ms": "600000",

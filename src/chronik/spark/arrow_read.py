@@ -17,6 +17,7 @@ import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from chronik.spark.options import quiet
 from chronik.spark.schema import arrow_schema
 
 CONSUME_BATCH = 50_000
@@ -121,7 +122,7 @@ def read_range(
     schema = arrow_schema(include_headers)
     conf = dict(conf)
     conf.setdefault("auto.offset.reset", "error")
-    consumer = Consumer(conf)
+    consumer = Consumer(quiet(conf))
     try:
         consumer.assign([KafkaTopicPartition(topic, partition, start)])
         last_progress = time.monotonic()

@@ -13,17 +13,17 @@ from confluent_kafka import IsolationLevel
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from chronik.spark.options import EARLIEST, LATEST, OptionError, StartSpec, Subscription
+from chronik.spark.options import EARLIEST, LATEST, OptionError, StartSpec, Subscription, quiet
 
 TP = tuple[str, int]
 PartitionOffsets = dict[TP, int]
 
-_ADMIN_KEYS = ("bootstrap.servers", "security.protocol", "client.id")
+_ADMIN_KEYS = ("bootstrap.servers", "security.protocol", "client.id", "log_level", "debug")
 
 
 def admin_client(kafka: dict[str, str]) -> AdminClient:
     conf = {k: v for k, v in kafka.items() if k.startswith(("sasl.", "ssl.")) or k in _ADMIN_KEYS}
-    return AdminClient(conf)
+    return AdminClient(quiet(conf))
 
 
 def to_json_offsets(offsets: PartitionOffsets) -> dict:

@@ -18,6 +18,19 @@ LATEST = -1
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 SINK_LOG_PREFIX = "_chronik_sink."
 
+# librdkafka prints its own lines on stderr from its log_level 6 (info) down, so a job's
+# output gets lines such as "%6|...|BGQUEUE|rdkafka#producer-10| [thrd:background]: Purging
+# 1 unserved events from background queue" (a client closed with an event not yet served).
+# Spark logs at WARN by default; the clients made here log warnings and errors only, still
+# on stderr. kafka.log_level overrides it (7, with kafka.debug, for librdkafka's debug lines).
+LIBRDKAFKA_LOG_LEVEL = "4"
+
+
+def quiet(conf: Mapping[str, object]) -> dict[str, object]:
+    """A librdkafka client config that logs warnings and errors only, unless it sets
+    ``log_level`` itself."""
+    return {"log_level": LIBRDKAFKA_LOG_LEVEL, **conf}
+
 # librdkafka settings the reader picks for large sequential reads; a user's kafka.* wins.
 _READ_DEFAULTS = {
     "enable.auto.commit": "false",

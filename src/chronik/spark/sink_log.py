@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from chronik.spark.arrow_read import read_range
 from chronik.spark.offsets import OffsetPlanner, from_json_offsets, to_json_offsets
-from chronik.spark.options import SINK_LOG_PREFIX, Subscription
+from chronik.spark.options import SINK_LOG_PREFIX, Subscription, quiet
 
 HEADER = "chronik.sink"
 _TAIL_CHUNK = 1024
@@ -65,7 +65,7 @@ def read_state(kafka: dict[str, str], topic: str) -> SinkState:
     """Scan the log backwards from its end until the last commit record."""
     conf = {"group.id": "chronik-sink-log", "enable.auto.commit": "false", **kafka}
     conf["enable.partition.eof"] = "true"
-    probe = Consumer(conf)
+    probe = Consumer(quiet(conf))
     try:
         _, high = probe.get_watermark_offsets(KafkaTopicPartition(topic, 0), timeout=30)
     finally:

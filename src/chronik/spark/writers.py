@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 
 from chronik.spark import sink_log
 from chronik.spark.offsets import OffsetPlanner, admin_client
-from chronik.spark.options import OptionError, Subscription, kafka_config, option_bool
+from chronik.spark.options import OptionError, Subscription, kafka_config, option_bool, quiet
 
 _PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -89,7 +89,7 @@ class _RowProducer:
         if txn_id is not None:
             conf.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
             conf["transactional.id"] = txn_id
-        return Producer(conf)
+        return Producer(quiet(conf))
 
     def transactional_write(self, batches: list[pa.RecordBatch], txn_id: str) -> WriteResult:
         """All rows of a task in one transaction, committed before the task reports."""
