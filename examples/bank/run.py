@@ -205,9 +205,13 @@ def spark_session(master: str | None):
     spark = session(
         "chronik-bank-projection",
         master,
-        {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false"},
+        {
+            "spark.sql.shuffle.partitions": "4",
+            "spark.ui.showConsoleProgress": "false",
+        },
     )
-    spark.sparkContext.setLogLevel("WARN")
+    # Spark's warnings (adaptive execution's, per query) would interleave with the output.
+    spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
