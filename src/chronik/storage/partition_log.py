@@ -8,9 +8,8 @@
 #                                             only once a replicated leader or follower
 #                                             has appended
 #     log-start-offset                        decimal log start offset, when DeleteRecords
-#                                             moved it inside the first segment; replaced
-#                                             by tmp + fsync + rename + directory fsync, so
-#                                             a DeleteRecords answered is never forgotten
+#                                             moved it inside the first segment
+#                                             (chronik.storage.log_start)
 #     .clean-shutdown                         present only between close() and open()
 #     key-versions.db (-wal, -shm)            per-key version index, only for topics with
 #                                             key.versioning.enable (chronik.storage.key_index)
@@ -79,6 +78,7 @@ from chronik.records.batch import (
 from chronik.records.control import InvalidMarker, build_marker, read_marker
 from chronik.records.reader import CorruptRecords, iter_records
 from chronik.records.versions import Stamped, header_version, stamp_versions
+from chronik.storage import log_start
 from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
 from chronik.storage.config import LogConfig
 from chronik.storage.diskio import fsync_dir
@@ -99,7 +99,6 @@ from chronik.storage.txn_index import AbortedTxn
 log = logging.getLogger("chronik.storage")
 
 CLEAN_SHUTDOWN = ".clean-shutdown"
-LOG_START_FILE = "log-start-offset"
 DELETE_SUFFIX = "-delete"
 _MAX_NAME = 255
 _MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -207,12 +206,8 @@ class PartitionLog:
             log._end_offset = next_offset
             log.recovered_bytes_truncated = truncated
         log._start_offset = log._bases[0]
-        start_file = directory / LOG_START_FILE
-        if start_file.exists():
-            try:
-                saved = int(start_file.read_text().strip())
-            except ValueError:
-                saved = -1
+        saved = log_start.read(directory)
+        if saved is not None:
             if saved > log._end_offset:
                 # DeleteRecords moved the start past what recovery kept (the tail after
                 # it was torn): the log starts over there, empty, so that no offset
@@ -982,7 +977,7 @@ class PartitionLog:
         if self._start_offset > lowest:
             self._start_offset = lowest
             with contextlib.suppress(OSError):
-                self._save_start_offset(lowest)
+                log_start.write(self.directory, lowest)
         self._after_truncation(new_end)
         log.info(
             "partition %s: truncated to offset %d (%d bytes removed)", self.name, new_end, removed
@@ -1001,7 +996,7 @@ class PartitionLog:
         try:
             # The start offset first: with it on disk, whatever a crash leaves of the old
             # segments is read from no earlier than ``offset``.
-            self._save_start_offset(offset)
+            log_start.write(self.directory, offset)
             for seg in reversed(old):
                 seg.delete()
             self.segments = []
@@ -1381,7 +1376,7 @@ class PartitionLog:
             self._start_offset = new_start
             # A failure is harmless: at open the start is at least the first base offset.
             with contextlib.suppress(OSError):
-                self._save_start_offset(new_start)
+                log_start.write(self.directory, new_start)
         for seg in gone:
             seg.delete()
         self.producer_state.delete_snapshots_below(self._start_offset)
@@ -1397,7 +1392,7 @@ class PartitionLog:
             )
         if before_offset > self._start_offset:
             try:
-                self._save_start_offset(before_offset)
+                log_start.write(self.directory, before_offset)
             except OSError as exc:
                 raise self._storage_error(exc) from None
             self._start_offset = before_offset
@@ -1412,20 +1407,6 @@ class PartitionLog:
             if doomed:
                 self._delete_oldest(doomed)
         return self._start_offset
-
-    def _save_start_offset(self, offset: int) -> None:
-        path = self.directory / LOG_START_FILE
-        tmp = path.with_name(LOG_START_FILE + ".tmp")
-        try:
-            with open(tmp, "w") as f:
-                f.write(f"{offset}\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(self.directory)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
 
     # -- compaction -------------------------------------------------------------------------
     def compact(self, now_ms: int | None = None) -> int:
