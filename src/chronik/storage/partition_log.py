@@ -11,6 +11,7 @@
 #                                             moved it inside the first segment
 #                                             (chronik.storage.log_start)
 #     .clean-shutdown                         present only between close() and open()
+#                                             (chronik.storage.log_loader)
 #     key-versions.db (-wal, -shm)            per-key version index, only for topics with
 #                                             key.versioning.enable (chronik.storage.key_index)
 #     *.cleaned, *.swap                       a compaction pass (chronik.storage.compaction)
@@ -21,14 +22,9 @@
 # removes it; a compaction pass still writing into it defers the removal to its end.
 # Load removes any such directory a crash left.
 #
-# Recovery at open: closed segments and their indexes are trusted (an index is rebuilt
-# only if missing or of a torn size). Unless the clean-shutdown marker is present, the
-# last segment's batches are all checked (header, CRC) and the file is cut at the first
-# torn or corrupt one; its indexes are rebuilt. Producer state comes from the newest
-# snapshot plus a header scan of the batches after it (transaction markers read, and the
-# aborted transactions they end put back in the .txnindex of their segment if a crash
-# lost them). The leader epoch cache is cut to the recovered log (entries at or past its
-# end, or below its start, go).
+# Recovery at open (segments checked, the last one cut at its first torn or corrupt
+# batch, producer state, leader epochs and the saved log start loaded) is
+# chronik.storage.log_loader's; this module keeps the running log.
 #
 # Transactions: a transactional batch opens its producer's transaction on the partition;
 # a marker (append_marker, or a leader's control batch replicated) ends it. The last
@@ -78,8 +74,8 @@ from chronik.records.batch import (
 from chronik.records.control import InvalidMarker, build_marker, read_marker
 from chronik.records.reader import CorruptRecords, iter_records
 from chronik.records.versions import Stamped, header_version, stamp_versions
-from chronik.storage import log_start
-from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
+from chronik.storage import log_loader, log_start
+from chronik.storage.compaction import CompactionJob, compact
 from chronik.storage.config import LogConfig
 from chronik.storage.diskio import fsync_dir
 from chronik.storage.errors import (
@@ -92,13 +88,12 @@ from chronik.storage.key_index import FILE_NAME as KEY_INDEX_FILE
 from chronik.storage.key_index import FORMAT as KEY_INDEX_FORMAT
 from chronik.storage.key_index import KeyIndex
 from chronik.storage.leader_epoch import LeaderEpochCache
+from chronik.storage.log_loader import CLEAN_SHUTDOWN
 from chronik.storage.producer_state import CompletedTxn, ProducerStateManager, snapshot_path
 from chronik.storage.segment import LogSegment, SyncFailed
-from chronik.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("chronik.storage")
 
-CLEAN_SHUTDOWN = ".clean-shutdown"
 DELETE_SUFFIX = "-delete"
 _MAX_NAME = 255
 _MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -177,73 +172,28 @@ class PartitionLog:
     # -- open / close ---------------------------------------------------------------------
     @classmethod
     def open(cls, directory: Path, config: LogConfig, now_ms: int | None = None) -> PartitionLog:
+        """Open (or create) the partition in ``directory``, recovered as after a crash
+        unless it was closed cleanly (chronik.storage.log_loader)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, config)
-        marker = directory / CLEAN_SHUTDOWN
-        clean = marker.exists()
-        for tmp in directory.glob("*.tmp"):
-            tmp.unlink()
-        finish_interrupted_swaps(directory)
-        bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
-        interval = config.index_interval_bytes
-        if not bases:
-            seg = LogSegment.create(directory, 0, interval, now_ms)
-            log._set_segments([seg])
-            log._end_offset = 0
-            # acks=all fsyncs only the segment's data: its name, and the directory's,
-            # must be on disk before the first append is answered.
-            fsync_dir(directory)
-            if created:
-                fsync_dir(directory.parent)
-        else:
-            closed = [LogSegment.open_closed(directory, b, interval) for b in bases[:-1]]
-            active, next_offset, truncated = LogSegment.open_active(
-                directory, bases[-1], interval, clean=clean, now_ms=now_ms
-            )
-            log._set_segments([*closed, active])
-            log._end_offset = next_offset
-            log.recovered_bytes_truncated = truncated
-        log._start_offset = log._bases[0]
-        saved = log_start.read(directory)
-        if saved is not None:
-            if saved > log._end_offset:
-                # DeleteRecords moved the start past what recovery kept (the tail after
-                # it was torn): the log starts over there, empty, so that no offset
-                # handed out before is handed out again.
-                log._start_over_at_open(saved, now_ms)
-            log._start_offset = min(max(saved, log._start_offset), log._end_offset)
-        if not clean:
-            log.active.txn_index.truncate_to(log._end_offset)
-        log._recover_producer_state()
-        log.epochs.truncate_from_end(log._end_offset)
-        log.epochs.truncate_from_start(log._start_offset)
+        loaded = log_loader.load(
+            directory, config, log.producer_state, log.epochs, created=created, now_ms=now_ms
+        )
+        log._set_segments(loaded.segments)
+        log._start_offset = loaded.start_offset
+        log._end_offset = loaded.end_offset
+        log.recovered_bytes_truncated = loaded.recovered_bytes_truncated
         if log._versioning:
             try:
                 log._open_key_index()
             except (sqlite3.Error, OSError) as exc:
                 # Appends retry the open and are refused until it works.
                 log._key_index_error("not opened", exc)
-        if clean:
-            # Gone before any new write, so a crash from here on is seen as unclean.
-            marker.unlink()
-            fsync_dir(directory)
+        if loaded.clean:
+            log_loader.forget_clean_shutdown(directory)
         return log
-
-    def _start_over_at_open(self, offset: int, now_ms: int) -> None:
-        for seg in reversed(self.segments):
-            seg.delete()
-        seg = LogSegment.create(self.directory, offset, self.config.index_interval_bytes, now_ms)
-        fsync_dir(self.directory)
-        self._set_segments([seg])
-        self._end_offset = offset
-        for snap in self.producer_state.snapshot_offsets():
-            snapshot_path(self.directory, snap).unlink(missing_ok=True)
-        log.warning(
-            "partition %s: recovery kept less than the saved log start offset %d: the log "
-            "starts over there, empty", self.name, offset,
-        )
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self.segments = segments
@@ -252,37 +202,12 @@ class PartitionLog:
         self._read_hints.clear()
 
     def _recover_producer_state(self) -> None:
-        snap = self.producer_state.load_latest(self._end_offset)
-        from_offset = max(snap, self._bases[0]) if snap >= 0 else self._bases[0]
-        if from_offset >= self._end_offset:
-            return
-        i = max(0, bisect_right(self._bases, from_offset) - 1)
-        for seg in self.segments[i:]:
-            found = seg.find(from_offset) if seg.base_offset <= from_offset else None
-            start = found[0] if found else 0
-            completed = self.producer_state.replay(
-                (h, self._marker_at(seg, pos, h))
-                for pos, h in seg.headers_from(start)
-                if h.base_offset >= from_offset
-            )
-            for done in completed:
-                # The LSO as it was then is not known here; past the marker is a bound
-                # that keeps the collect search going no further than it must.
-                self._index_aborted(done, done.last_offset + 1)
-
-    def _marker_at(self, seg: LogSegment, pos: int, header: BatchHeader) -> tuple[int, int] | None:
-        if not header.is_control or header.producer_id < 0:
-            return None
-        try:
-            return read_marker(seg.read(pos, header.size))
-        except (InvalidMarker, ValueError):
-            return None
+        log_loader.rebuild_producer_state(
+            self.producer_state, self.segments, self._bases, self._end_offset
+        )
 
     def _index_aborted(self, done: CompletedTxn, last_stable_offset: int) -> None:
-        seg = self.segments[self._segment_index(done.last_offset)]
-        seg.txn_index.append(
-            AbortedTxn(done.producer_id, done.first_offset, done.last_offset, last_stable_offset)
-        )
+        log_loader.index_aborted(self.segments, self._bases, done, last_stable_offset)
 
     def close(self) -> str | None:
         """Flush, snapshot producer state and mark the shutdown clean. Never raises: if any
