@@ -13,7 +13,8 @@
 #     .clean-shutdown                         present only between close() and open()
 #                                             (chronik.storage.log_loader)
 #     key-versions.db (-wal, -shm)            per-key version index, only for topics with
-#                                             key.versioning.enable (chronik.storage.key_index)
+#                                             key.versioning.enable (chronik.storage.key_index,
+#                                             kept by chronik.storage.key_versioning)
 #     *.cleaned, *.swap                       a compaction pass (chronik.storage.compaction)
 #
 # A new partition directory, its first segment included, is fsynced into its parent
@@ -25,6 +26,10 @@
 # Recovery at open (segments checked, the last one cut at its first torn or corrupt
 # batch, producer state, leader epochs and the saved log start loaded) is
 # chronik.storage.log_loader's; this module keeps the running log.
+#
+# Key versions (key.versioning.enable): the log holds a KeyVersioning
+# (chronik.storage.key_versioning) only while the topic opts in, and passes every change
+# of the log on to it.
 #
 # Transactions: a transactional batch opens its producer's transaction on the partition;
 # a marker (append_marker, or a leader's control batch replicated) ends it. The last
@@ -51,13 +56,12 @@ import errno
 import logging
 import os
 import shutil
-import sqlite3
 import struct
 import time
 import uuid
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -72,8 +76,8 @@ from chronik.records.batch import (
     stamp_base_offset,
 )
 from chronik.records.control import InvalidMarker, build_marker, read_marker
-from chronik.records.reader import CorruptRecords, iter_records
-from chronik.records.versions import Stamped, header_version, stamp_versions
+from chronik.records.reader import iter_records
+from chronik.records.versions import Stamped
 from chronik.storage import log_loader, log_start
 from chronik.storage.compaction import CompactionJob, compact
 from chronik.storage.config import LogConfig
@@ -84,9 +88,8 @@ from chronik.storage.errors import (
     OffsetOutOfRange,
     ProducerStateError,
 )
-from chronik.storage.key_index import FILE_NAME as KEY_INDEX_FILE
-from chronik.storage.key_index import FORMAT as KEY_INDEX_FORMAT
 from chronik.storage.key_index import KeyIndex
+from chronik.storage.key_versioning import KeyVersioning
 from chronik.storage.leader_epoch import LeaderEpochCache
 from chronik.storage.log_loader import CLEAN_SHUTDOWN
 from chronik.storage.producer_state import CompletedTxn, ProducerStateManager, snapshot_path
@@ -106,7 +109,6 @@ _EPOCH_AT = 12  # partitionLeaderEpoch in the batch header
 # write, (key, version, offset delta) of each record to put in the key index and each
 # key's version count after it.
 Prepare = Callable[[bytearray, BatchHeader], Stamped]
-_INDEX_CHUNK = 10_000  # rows per index transaction when indexing a log tail
 
 
 class AppendResult(NamedTuple):
@@ -164,10 +166,10 @@ class PartitionLog:
         # In a cluster the high watermark is the replica manager's; otherwise the log end.
         self.replicated = False
         self._high_watermark = 0
-        # key.versioning.enable: the per-key version index (None when the topic does not
-        # opt in, or until it could be opened), checked once per appended batch.
-        self._versioning = config.key_versioning
-        self.key_index: KeyIndex | None = None
+        # key.versioning.enable: None when the topic does not opt in.
+        self.versioning: KeyVersioning | None = (
+            KeyVersioning(self) if config.key_versioning else None
+        )
 
     # -- open / close ---------------------------------------------------------------------
     @classmethod
@@ -185,12 +187,8 @@ class PartitionLog:
         log._start_offset = loaded.start_offset
         log._end_offset = loaded.end_offset
         log.recovered_bytes_truncated = loaded.recovered_bytes_truncated
-        if log._versioning:
-            try:
-                log._open_key_index()
-            except (sqlite3.Error, OSError) as exc:
-                # Appends retry the open and are refused until it works.
-                log._key_index_error("not opened", exc)
+        if log.versioning is not None:
+            log.versioning.open()
         if loaded.clean:
             log_loader.forget_clean_shutdown(directory)
         return log
@@ -230,7 +228,8 @@ class PartitionLog:
                 self.producer_state.delete_snapshots_below(self._end_offset)
             except OSError as exc:
                 problem = _reason(exc)
-        self._close_key_index(save=problem is None)
+        if self.versioning is not None:
+            self.versioning.close(save=problem is None)
         self.segment_drops += 1
         for seg in self.segments:
             try:
@@ -255,7 +254,8 @@ class PartitionLog:
         partition of the same name may be created at once, and what is still writing
         into the old one (a compaction pass) cannot touch it."""
         self.segment_drops += 1
-        self._close_key_index(save=False)
+        if self.versioning is not None:
+            self.versioning.close(save=False)
         if not self.closed:
             for seg in self.segments:
                 seg.close()
@@ -372,23 +372,14 @@ class PartitionLog:
         self.config = config
         for seg in self.segments:
             seg.index_interval_bytes = config.index_interval_bytes
-        if config.key_versioning == self._versioning or self.closed:
+        if config.key_versioning == (self.versioning is not None) or self.closed:
             return
-        self._versioning = config.key_versioning
-        if not self._versioning:
-            # The file stays, marked as no longer following the log.
-            index, self.key_index = self.key_index, None
-            if index is not None:
-                try:
-                    index.set_maintained(False)
-                except sqlite3.Error as exc:
-                    self._key_index_error("not marked unmaintained", exc)
-                index.close()
+        if self.versioning is not None:
+            versioning, self.versioning = self.versioning, None
+            versioning.disable()
             return
-        try:
-            self._open_key_index(rebuild=True)
-        except (sqlite3.Error, OSError) as exc:
-            self._key_index_error("not built", exc)
+        self.versioning = KeyVersioning(self)
+        self.versioning.enable()
 
     # -- append -----------------------------------------------------------------------------
     def append(
@@ -424,214 +415,47 @@ class PartitionLog:
                     duplicate.first_offset, duplicate.last_offset, -1, self._start_offset, True
                 )
         stamped = None
-        if self._versioning or prepare is not None:
+        versioning = self.versioning
+        if versioning is not None or prepare is not None:
             if prepare is None:
-                prepare = self._stamp_versions
+                assert versioning is not None
+                prepare = versioning.stamp
             stamped = prepare(batch, header)
             batch, header = stamped.batch, stamped.header
         result = self._append(batch, header, now_ms)
         if header.producer_id >= 0:
             self.producer_state.update(header, result.base_offset, now_ms)
-        if stamped is not None and self.key_index is not None:
-            self._index_append(stamped, result.base_offset)
+        if stamped is not None and versioning is not None:
+            versioning.appended(stamped, result.base_offset)
         return result
 
     # -- key versions (key.versioning.enable) -----------------------------------------------
-    def _stamp_versions(self, batch: bytearray, header: BatchHeader) -> Stamped:
-        """The default prepare of an opted-in log: check expected versions and stamp each
-        keyed record's version (chronik.records.versions), from an index that agrees with
-        the log. Nothing awaits between this and the append: the check is atomic."""
-        index = self._key_index_ready()
-        try:
-            index.begin()
-            return stamp_versions(batch, header, index.version_count)
-        except BaseException:
-            index.release()
-            raise
-
-    def _key_index_ready(self) -> KeyIndex:
-        """The key index, brought up to the log end first if a write of it failed; raises
-        KafkaStorageError if that cannot be done (the append is refused)."""
-        index = self.key_index
-        if index is not None and not index.stale and index.end == self._end_offset:
-            return index
-        try:
-            if index is None:
-                self._open_key_index()
-            elif index.stale:
-                self._open_key_index(rebuild=True)
-            else:
-                self._sync_key_index(index)
-        except (sqlite3.Error, OSError) as exc:
-            self._key_index_error("not brought up to the log end", exc)
-            raise KafkaStorageError(
-                f"partition {self.name}: key version index unavailable: {exc}"
-            ) from None
-        assert self.key_index is not None
-        return self.key_index
-
-    def _open_key_index(self, rebuild: bool = False) -> None:
-        """Open the index and make it agree with the log; ``rebuild`` (the topic opted in
-        just now, or the index is known to be wrong) builds it from the whole log."""
-        if self.key_index is not None:
-            self.key_index.close()
-            self.key_index = None
-        path = self.directory / KEY_INDEX_FILE
-        index = None
-        why = None
-        if not rebuild and path.exists():
-            try:
-                index = KeyIndex(path)
-            except sqlite3.Error as exc:
-                why = f"unreadable ({exc})"
-            else:
-                if not index.maintained:
-                    index.close()
-                    index = None
-                    why = "not maintained while key.versioning.enable was off"
-                elif index.format != KEY_INDEX_FORMAT:
-                    index_format = index.format
-                    index.close()
-                    index = None
-                    why = f"in format {index_format}, not {KEY_INDEX_FORMAT}"
-        elif not rebuild and self._end_offset > self._start_offset:
-            why = "missing"
-        if index is None:
-            if why is not None:
-                log.warning(
-                    "partition %s: key version index %s; rebuilding it from the log",
-                    self.name,
-                    why,
-                )
-            index = KeyIndex.create(self.directory)
-        self.key_index = index
-        self._sync_key_index(index)
-
-    def _sync_key_index(self, index: KeyIndex) -> None:
-        """Make the index agree with the log: never beyond its end, nothing below its
-        start, and the tail it lacks indexed from the records' chronik-version headers."""
-        index.start = self._start_offset
-        if index.end > self._end_offset:
-            index.truncate(self._end_offset)
-        index.drop_below(self._start_offset)
-        if index.end < self._end_offset:
-            self._index_batches(index, self._stored_batches(index.end), index.end)
-        index.stale = False
-
-    def _stored_batches(self, offset: int) -> Iterator[bytes]:
-        """The batches of the log from the one holding ``offset`` to its end."""
-        if offset >= self._end_offset:
-            return
-        for seg, pos, header in self.batches_from(offset):
-            if header.last_offset < offset:
-                continue
-            yield seg.read(pos, header.size)
-
-    def _index_batches(self, index: KeyIndex, batches: Iterable[bytes], offset: int) -> None:
-        """Index the keyed records at or past ``offset`` of stored batches: versions from
-        their chronik-version headers; a record without one (written before the topic
-        opted in) takes the key's next number. Commits every _INDEX_CHUNK rows; the index
-        ends at the log end after the last."""
-        rows: list[bytes | int] = []  # key, version, offset of each: KeyIndex.record_batch
-        pending: dict[bytes, int] = {}  # each key's count after the rows
-        index.begin()
-        for batch in batches:
-            header = read_header(batch)
-            if header.is_control:
-                continue
-            try:
-                records = list(iter_records(batch))
-            except CorruptRecords:
-                continue  # sealed undecodable by a client: its keys are unknowable
-            for rec in records:
-                if rec.key is None or rec.offset < offset:
-                    continue
-                version = header_version(rec)
-                known = pending.get(rec.key)
-                if known is None:
-                    known = index.version_count(rec.key)
-                if version is None:
-                    version = known
-                pending[rec.key] = max(known, version + 1)
-                rows += (rec.key, version, rec.offset)
-            if len(rows) >= 3 * _INDEX_CHUNK:
-                index.record_batch(rows, 0, header.last_offset + 1, pending)
-                rows = []
-                pending = {}
-                index.begin()
-        index.record_batch(rows, 0, self._end_offset, pending)
-
-    def _index_append(self, stamped: Stamped, base: int) -> None:
-        """Index an appended batch. A failure is logged: the index stays behind the log,
-        and the next append brings it up from the log first."""
-        index = self.key_index
-        assert index is not None
-        if not stamped.versions:
-            index.advance(self._end_offset)
-            return
-        try:
-            index.record_batch(stamped.versions, base, self._end_offset, stamped.counts)
-        except sqlite3.Error as exc:
-            self._key_index_error("write failed", exc)
+    @property
+    def key_index(self) -> KeyIndex | None:
+        """The per-key version index; None when the topic does not opt in, or until it
+        could be opened."""
+        return self.versioning.index if self.versioning is not None else None
 
     @property
     def key_floor(self) -> int:
         """0, or the offset below which keys' counts are still to be copied from the
         leader (a follower that started over there)."""
-        index = self.key_index
-        return index.floor if index is not None and self._versioning else 0
+        return self.versioning.floor if self.versioning is not None else 0
 
     def key_counts_below(
         self, below: int, after: bytes | None, limit: int
     ) -> list[tuple[bytes, int]]:
         """The leader's side of that copy (KeyIndex.counts_below); raises
-        KafkaStorageError if the index cannot be brought up to the log."""
-        return self._key_index_ready().counts_below(below, after, limit)
+        KafkaStorageError if the index cannot be brought up to the log. Empty when the
+        topic does not opt in."""
+        if self.versioning is None:
+            return []
+        return self.versioning.counts_below(below, after, limit)
 
     def raise_key_counts(self, counts: list[tuple[bytes, int]], done: bool) -> None:
         """The follower's side: counts copied from the leader (KeyIndex.raise_counts)."""
-        index = self.key_index
-        if index is not None:
-            index.raise_counts(counts, done)
-
-    def _index_cut(self, end: int, start: int | None = None) -> None:
-        """The log was cut back to ``end`` (and, emptied, starts at ``start``)."""
-        index = self.key_index
-        if index is None:
-            return
-        try:
-            if index.end > end:
-                index.truncate(end)
-            if start is not None:
-                index.start = start
-                index.drop_below(start)
-        except sqlite3.Error as exc:
-            index.stale = True  # rebuilt from the log before the next append
-            self._key_index_error("not truncated", exc)
-
-    def _index_start_moved(self) -> None:
-        index = self.key_index
-        if index is None:
-            return
-        index.start = self._start_offset  # reads skip the rows below at once
-        try:
-            index.drop_below(self._start_offset)
-        except sqlite3.Error as exc:
-            self._key_index_error("rows below the log start not removed", exc)
-
-    def _key_index_error(self, what: str, exc: BaseException) -> None:
-        log.error("partition %s: key version index %s: %s", self.name, what, exc)
-
-    def _close_key_index(self, save: bool) -> None:
-        index, self.key_index = self.key_index, None
-        if index is None:
-            return
-        if save and not index.stale and index.end <= self._end_offset:
-            try:
-                index.record_batch([], 0, self._end_offset, {})
-            except sqlite3.Error as exc:
-                self._key_index_error("end not saved", exc)
-        index.close()
+        if self.versioning is not None:
+            self.versioning.raise_counts(counts, done)
 
     def append_marker(
         self,
@@ -732,8 +556,8 @@ class PartitionLog:
         batches = self._replicated_batches(view)
         if not batches:
             return self._end_offset
-        if self._versioning:
-            self._key_index_ready()
+        if self.versioning is not None:
+            self.versioning.ready()
         first = batches[0][1]
         if first.base_offset < self._end_offset:
             # Kafka's way out for an empty log whose start (the leader's log start offset,
@@ -840,17 +664,11 @@ class PartitionLog:
         self._unflushed_messages += records
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = _now_ms()
-        index = self.key_index
-        if index is not None and not index.stale:
-            # A follower never numbers records itself: the leader's headers say.
-            try:
-                self._index_batches(
-                    index,
-                    (chunk[rel - run_start : rel - run_start + h.size] for rel, h in run),
-                    run[0][1].base_offset,
-                )
-            except sqlite3.Error as exc:
-                self._key_index_error("write failed", exc)
+        if self.versioning is not None:
+            self.versioning.replicated(
+                (chunk[rel - run_start : rel - run_start + h.size] for rel, h in run),
+                run[0][1].base_offset,
+            )
 
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and after ``offset`` (from the start of the batch that
@@ -947,14 +765,12 @@ class PartitionLog:
         leader's index: key_floor asks for them to be copied from there
         (cluster.replica_fetcher) before this replica fetches on."""
         self.truncate_fully_and_start_at(offset)
-        if offset > 0 and self.key_index is not None:
-            try:
-                self.key_index.set_floor(offset)
-            except sqlite3.Error as exc:
-                self._key_index_error("floor not saved", exc)
+        if offset > 0 and self.versioning is not None:
+            self.versioning.set_floor(offset)
 
     def _after_truncation(self, new_end: int) -> None:
-        self._index_cut(new_end, self._start_offset)
+        if self.versioning is not None:
+            self.versioning.cut(new_end, self._start_offset)
         if self.producer_state.producers or self.producer_state.snapshot_offsets():
             self._recover_producer_state()
         self.epochs.truncate_from_end(new_end)
@@ -1305,7 +1121,8 @@ class PartitionLog:
         for seg in gone:
             seg.delete()
         self.producer_state.delete_snapshots_below(self._start_offset)
-        self._index_start_moved()
+        if self.versioning is not None:
+            self.versioning.start_moved(self._start_offset)
 
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (DeleteRecords); -1 means the end offset."""
@@ -1321,7 +1138,8 @@ class PartitionLog:
             except OSError as exc:
                 raise self._storage_error(exc) from None
             self._start_offset = before_offset
-            self._index_start_moved()
+            if self.versioning is not None:
+                self.versioning.start_moved(self._start_offset)
             if self._start_offset == self._end_offset and self.active.size:
                 # If the roll fails the records are below the start offset all the same.
                 with contextlib.suppress(KafkaStorageError):
@@ -1360,13 +1178,8 @@ class PartitionLog:
     def compacted_through(self, offset: int) -> None:
         """Compaction cleaned the log below ``offset``."""
         self._compacted_through = max(self._compacted_through, offset)
-        index = self.key_index
-        if index is not None:
-            try:
-                index.prune_compacted(offset)
-            except sqlite3.Error as exc:
-                # Reads skip offsets that no longer hold their record all the same.
-                self._key_index_error("compacted rows not removed", exc)
+        if self.versioning is not None:
+            self.versioning.compacted(offset)
 
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
         """Swap closed segments for their compacted versions (same offset range)."""
