@@ -8,12 +8,13 @@
 #                                             only once a replicated leader or follower
 #                                             has appended
 #     log-start-offset                        decimal log start offset, when DeleteRecords
-#                                             moved it inside the first segment; replaced
-#                                             by tmp + fsync + rename + directory fsync, so
-#                                             a DeleteRecords answered is never forgotten
+#                                             moved it inside the first segment
+#                                             (chronik.storage.log_start)
 #     .clean-shutdown                         present only between close() and open()
+#                                             (chronik.storage.log_loader)
 #     key-versions.db (-wal, -shm)            per-key version index, only for topics with
-#                                             key.versioning.enable (chronik.storage.key_index)
+#                                             key.versioning.enable (chronik.storage.key_index,
+#                                             kept by chronik.storage.key_versioning)
 #     *.cleaned, *.swap                       a compaction pass (chronik.storage.compaction)
 #
 # A new partition directory, its first segment included, is fsynced into its parent
@@ -22,14 +23,13 @@
 # removes it; a compaction pass still writing into it defers the removal to its end.
 # Load removes any such directory a crash left.
 #
-# Recovery at open: closed segments and their indexes are trusted (an index is rebuilt
-# only if missing or of a torn size). Unless the clean-shutdown marker is present, the
-# last segment's batches are all checked (header, CRC) and the file is cut at the first
-# torn or corrupt one; its indexes are rebuilt. Producer state comes from the newest
-# snapshot plus a header scan of the batches after it (transaction markers read, and the
-# aborted transactions they end put back in the .txnindex of their segment if a crash
-# lost them). The leader epoch cache is cut to the recovered log (entries at or past its
-# end, or below its start, go).
+# Recovery at open (segments checked, the last one cut at its first torn or corrupt
+# batch, producer state, leader epochs and the saved log start loaded) is
+# chronik.storage.log_loader's; this module keeps the running log.
+#
+# Key versions (key.versioning.enable): the log holds a KeyVersioning
+# (chronik.storage.key_versioning) only while the topic opts in, and passes every change
+# of the log on to it.
 #
 # Transactions: a transactional batch opens its producer's transaction on the partition;
 # a marker (append_marker, or a leader's control batch replicated) ends it. The last
@@ -56,13 +56,12 @@ import errno
 import logging
 import os
 import shutil
-import sqlite3
 import struct
 import time
 import uuid
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -77,9 +76,10 @@ from chronik.records.batch import (
     stamp_base_offset,
 )
 from chronik.records.control import InvalidMarker, build_marker, read_marker
-from chronik.records.reader import CorruptRecords, iter_records
-from chronik.records.versions import Stamped, header_version, stamp_versions
-from chronik.storage.compaction import CompactionJob, compact, finish_interrupted_swaps
+from chronik.records.reader import iter_records
+from chronik.records.versions import Stamped
+from chronik.storage import log_loader, log_start
+from chronik.storage.compaction import CompactionJob, compact
 from chronik.storage.config import LogConfig
 from chronik.storage.diskio import fsync_dir
 from chronik.storage.errors import (
@@ -88,18 +88,15 @@ from chronik.storage.errors import (
     OffsetOutOfRange,
     ProducerStateError,
 )
-from chronik.storage.key_index import FILE_NAME as KEY_INDEX_FILE
-from chronik.storage.key_index import FORMAT as KEY_INDEX_FORMAT
 from chronik.storage.key_index import KeyIndex
+from chronik.storage.key_versioning import KeyVersioning
 from chronik.storage.leader_epoch import LeaderEpochCache
+from chronik.storage.log_loader import CLEAN_SHUTDOWN
 from chronik.storage.producer_state import CompletedTxn, ProducerStateManager, snapshot_path
 from chronik.storage.segment import LogSegment, SyncFailed
-from chronik.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("chronik.storage")
 
-CLEAN_SHUTDOWN = ".clean-shutdown"
-LOG_START_FILE = "log-start-offset"
 DELETE_SUFFIX = "-delete"
 _MAX_NAME = 255
 _MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -112,7 +109,6 @@ _EPOCH_AT = 12  # partitionLeaderEpoch in the batch header
 # write, (key, version, offset delta) of each record to put in the key index and each
 # key's version count after it.
 Prepare = Callable[[bytearray, BatchHeader], Stamped]
-_INDEX_CHUNK = 10_000  # rows per index transaction when indexing a log tail
 
 
 class AppendResult(NamedTuple):
@@ -170,85 +166,32 @@ class PartitionLog:
         # In a cluster the high watermark is the replica manager's; otherwise the log end.
         self.replicated = False
         self._high_watermark = 0
-        # key.versioning.enable: the per-key version index (None when the topic does not
-        # opt in, or until it could be opened), checked once per appended batch.
-        self._versioning = config.key_versioning
-        self.key_index: KeyIndex | None = None
+        # key.versioning.enable: None when the topic does not opt in.
+        self.versioning: KeyVersioning | None = (
+            KeyVersioning(self) if config.key_versioning else None
+        )
 
     # -- open / close ---------------------------------------------------------------------
     @classmethod
     def open(cls, directory: Path, config: LogConfig, now_ms: int | None = None) -> PartitionLog:
+        """Open (or create) the partition in ``directory``, recovered as after a crash
+        unless it was closed cleanly (chronik.storage.log_loader)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, config)
-        marker = directory / CLEAN_SHUTDOWN
-        clean = marker.exists()
-        for tmp in directory.glob("*.tmp"):
-            tmp.unlink()
-        finish_interrupted_swaps(directory)
-        bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
-        interval = config.index_interval_bytes
-        if not bases:
-            seg = LogSegment.create(directory, 0, interval, now_ms)
-            log._set_segments([seg])
-            log._end_offset = 0
-            # acks=all fsyncs only the segment's data: its name, and the directory's,
-            # must be on disk before the first append is answered.
-            fsync_dir(directory)
-            if created:
-                fsync_dir(directory.parent)
-        else:
-            closed = [LogSegment.open_closed(directory, b, interval) for b in bases[:-1]]
-            active, next_offset, truncated = LogSegment.open_active(
-                directory, bases[-1], interval, clean=clean, now_ms=now_ms
-            )
-            log._set_segments([*closed, active])
-            log._end_offset = next_offset
-            log.recovered_bytes_truncated = truncated
-        log._start_offset = log._bases[0]
-        start_file = directory / LOG_START_FILE
-        if start_file.exists():
-            try:
-                saved = int(start_file.read_text().strip())
-            except ValueError:
-                saved = -1
-            if saved > log._end_offset:
-                # DeleteRecords moved the start past what recovery kept (the tail after
-                # it was torn): the log starts over there, empty, so that no offset
-                # handed out before is handed out again.
-                log._start_over_at_open(saved, now_ms)
-            log._start_offset = min(max(saved, log._start_offset), log._end_offset)
-        if not clean:
-            log.active.txn_index.truncate_to(log._end_offset)
-        log._recover_producer_state()
-        log.epochs.truncate_from_end(log._end_offset)
-        log.epochs.truncate_from_start(log._start_offset)
-        if log._versioning:
-            try:
-                log._open_key_index()
-            except (sqlite3.Error, OSError) as exc:
-                # Appends retry the open and are refused until it works.
-                log._key_index_error("not opened", exc)
-        if clean:
-            # Gone before any new write, so a crash from here on is seen as unclean.
-            marker.unlink()
-            fsync_dir(directory)
-        return log
-
-    def _start_over_at_open(self, offset: int, now_ms: int) -> None:
-        for seg in reversed(self.segments):
-            seg.delete()
-        seg = LogSegment.create(self.directory, offset, self.config.index_interval_bytes, now_ms)
-        fsync_dir(self.directory)
-        self._set_segments([seg])
-        self._end_offset = offset
-        for snap in self.producer_state.snapshot_offsets():
-            snapshot_path(self.directory, snap).unlink(missing_ok=True)
-        log.warning(
-            "partition %s: recovery kept less than the saved log start offset %d: the log "
-            "starts over there, empty", self.name, offset,
+        loaded = log_loader.load(
+            directory, config, log.producer_state, log.epochs, created=created, now_ms=now_ms
         )
+        log._set_segments(loaded.segments)
+        log._start_offset = loaded.start_offset
+        log._end_offset = loaded.end_offset
+        log.recovered_bytes_truncated = loaded.recovered_bytes_truncated
+        if log.versioning is not None:
+            log.versioning.open()
+        if loaded.clean:
+            log_loader.forget_clean_shutdown(directory)
+        return log
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self.segments = segments
@@ -257,37 +200,12 @@ class PartitionLog:
         self._read_hints.clear()
 
     def _recover_producer_state(self) -> None:
-        snap = self.producer_state.load_latest(self._end_offset)
-        from_offset = max(snap, self._bases[0]) if snap >= 0 else self._bases[0]
-        if from_offset >= self._end_offset:
-            return
-        i = max(0, bisect_right(self._bases, from_offset) - 1)
-        for seg in self.segments[i:]:
-            found = seg.find(from_offset) if seg.base_offset <= from_offset else None
-            start = found[0] if found else 0
-            completed = self.producer_state.replay(
-                (h, self._marker_at(seg, pos, h))
-                for pos, h in seg.headers_from(start)
-                if h.base_offset >= from_offset
-            )
-            for done in completed:
-                # The LSO as it was then is not known here; past the marker is a bound
-                # that keeps the collect search going no further than it must.
-                self._index_aborted(done, done.last_offset + 1)
-
-    def _marker_at(self, seg: LogSegment, pos: int, header: BatchHeader) -> tuple[int, int] | None:
-        if not header.is_control or header.producer_id < 0:
-            return None
-        try:
-            return read_marker(seg.read(pos, header.size))
-        except (InvalidMarker, ValueError):
-            return None
+        log_loader.rebuild_producer_state(
+            self.producer_state, self.segments, self._bases, self._end_offset
+        )
 
     def _index_aborted(self, done: CompletedTxn, last_stable_offset: int) -> None:
-        seg = self.segments[self._segment_index(done.last_offset)]
-        seg.txn_index.append(
-            AbortedTxn(done.producer_id, done.first_offset, done.last_offset, last_stable_offset)
-        )
+        log_loader.index_aborted(self.segments, self._bases, done, last_stable_offset)
 
     def close(self) -> str | None:
         """Flush, snapshot producer state and mark the shutdown clean. Never raises: if any
@@ -310,7 +228,8 @@ class PartitionLog:
                 self.producer_state.delete_snapshots_below(self._end_offset)
             except OSError as exc:
                 problem = _reason(exc)
-        self._close_key_index(save=problem is None)
+        if self.versioning is not None:
+            self.versioning.close(save=problem is None)
         self.segment_drops += 1
         for seg in self.segments:
             try:
@@ -335,7 +254,8 @@ class PartitionLog:
         partition of the same name may be created at once, and what is still writing
         into the old one (a compaction pass) cannot touch it."""
         self.segment_drops += 1
-        self._close_key_index(save=False)
+        if self.versioning is not None:
+            self.versioning.close(save=False)
         if not self.closed:
             for seg in self.segments:
                 seg.close()
@@ -452,23 +372,14 @@ class PartitionLog:
         self.config = config
         for seg in self.segments:
             seg.index_interval_bytes = config.index_interval_bytes
-        if config.key_versioning == self._versioning or self.closed:
+        if config.key_versioning == (self.versioning is not None) or self.closed:
             return
-        self._versioning = config.key_versioning
-        if not self._versioning:
-            # The file stays, marked as no longer following the log.
-            index, self.key_index = self.key_index, None
-            if index is not None:
-                try:
-                    index.set_maintained(False)
-                except sqlite3.Error as exc:
-                    self._key_index_error("not marked unmaintained", exc)
-                index.close()
+        if self.versioning is not None:
+            versioning, self.versioning = self.versioning, None
+            versioning.disable()
             return
-        try:
-            self._open_key_index(rebuild=True)
-        except (sqlite3.Error, OSError) as exc:
-            self._key_index_error("not built", exc)
+        self.versioning = KeyVersioning(self)
+        self.versioning.enable()
 
     # -- append -----------------------------------------------------------------------------
     def append(
@@ -504,214 +415,47 @@ class PartitionLog:
                     duplicate.first_offset, duplicate.last_offset, -1, self._start_offset, True
                 )
         stamped = None
-        if self._versioning or prepare is not None:
+        versioning = self.versioning
+        if versioning is not None or prepare is not None:
             if prepare is None:
-                prepare = self._stamp_versions
+                assert versioning is not None
+                prepare = versioning.stamp
             stamped = prepare(batch, header)
             batch, header = stamped.batch, stamped.header
         result = self._append(batch, header, now_ms)
         if header.producer_id >= 0:
             self.producer_state.update(header, result.base_offset, now_ms)
-        if stamped is not None and self.key_index is not None:
-            self._index_append(stamped, result.base_offset)
+        if stamped is not None and versioning is not None:
+            versioning.appended(stamped, result.base_offset)
         return result
 
     # -- key versions (key.versioning.enable) -----------------------------------------------
-    def _stamp_versions(self, batch: bytearray, header: BatchHeader) -> Stamped:
-        """The default prepare of an opted-in log: check expected versions and stamp each
-        keyed record's version (chronik.records.versions), from an index that agrees with
-        the log. Nothing awaits between this and the append: the check is atomic."""
-        index = self._key_index_ready()
-        try:
-            index.begin()
-            return stamp_versions(batch, header, index.version_count)
-        except BaseException:
-            index.release()
-            raise
-
-    def _key_index_ready(self) -> KeyIndex:
-        """The key index, brought up to the log end first if a write of it failed; raises
-        KafkaStorageError if that cannot be done (the append is refused)."""
-        index = self.key_index
-        if index is not None and not index.stale and index.end == self._end_offset:
-            return index
-        try:
-            if index is None:
-                self._open_key_index()
-            elif index.stale:
-                self._open_key_index(rebuild=True)
-            else:
-                self._sync_key_index(index)
-        except (sqlite3.Error, OSError) as exc:
-            self._key_index_error("not brought up to the log end", exc)
-            raise KafkaStorageError(
-                f"partition {self.name}: key version index unavailable: {exc}"
-            ) from None
-        assert self.key_index is not None
-        return self.key_index
-
-    def _open_key_index(self, rebuild: bool = False) -> None:
-        """Open the index and make it agree with the log; ``rebuild`` (the topic opted in
-        just now, or the index is known to be wrong) builds it from the whole log."""
-        if self.key_index is not None:
-            self.key_index.close()
-            self.key_index = None
-        path = self.directory / KEY_INDEX_FILE
-        index = None
-        why = None
-        if not rebuild and path.exists():
-            try:
-                index = KeyIndex(path)
-            except sqlite3.Error as exc:
-                why = f"unreadable ({exc})"
-            else:
-                if not index.maintained:
-                    index.close()
-                    index = None
-                    why = "not maintained while key.versioning.enable was off"
-                elif index.format != KEY_INDEX_FORMAT:
-                    index_format = index.format
-                    index.close()
-                    index = None
-                    why = f"in format {index_format}, not {KEY_INDEX_FORMAT}"
-        elif not rebuild and self._end_offset > self._start_offset:
-            why = "missing"
-        if index is None:
-            if why is not None:
-                log.warning(
-                    "partition %s: key version index %s; rebuilding it from the log",
-                    self.name,
-                    why,
-                )
-            index = KeyIndex.create(self.directory)
-        self.key_index = index
-        self._sync_key_index(index)
-
-    def _sync_key_index(self, index: KeyIndex) -> None:
-        """Make the index agree with the log: never beyond its end, nothing below its
-        start, and the tail it lacks indexed from the records' chronik-version headers."""
-        index.start = self._start_offset
-        if index.end > self._end_offset:
-            index.truncate(self._end_offset)
-        index.drop_below(self._start_offset)
-        if index.end < self._end_offset:
-            self._index_batches(index, self._stored_batches(index.end), index.end)
-        index.stale = False
-
-    def _stored_batches(self, offset: int) -> Iterator[bytes]:
-        """The batches of the log from the one holding ``offset`` to its end."""
-        if offset >= self._end_offset:
-            return
-        for seg, pos, header in self.batches_from(offset):
-            if header.last_offset < offset:
-                continue
-            yield seg.read(pos, header.size)
-
-    def _index_batches(self, index: KeyIndex, batches: Iterable[bytes], offset: int) -> None:
-        """Index the keyed records at or past ``offset`` of stored batches: versions from
-        their chronik-version headers; a record without one (written before the topic
-        opted in) takes the key's next number. Commits every _INDEX_CHUNK rows; the index
-        ends at the log end after the last."""
-        rows: list[bytes | int] = []  # key, version, offset of each: KeyIndex.record_batch
-        pending: dict[bytes, int] = {}  # each key's count after the rows
-        index.begin()
-        for batch in batches:
-            header = read_header(batch)
-            if header.is_control:
-                continue
-            try:
-                records = list(iter_records(batch))
-            except CorruptRecords:
-                continue  # sealed undecodable by a client: its keys are unknowable
-            for rec in records:
-                if rec.key is None or rec.offset < offset:
-                    continue
-                version = header_version(rec)
-                known = pending.get(rec.key)
-                if known is None:
-                    known = index.version_count(rec.key)
-                if version is None:
-                    version = known
-                pending[rec.key] = max(known, version + 1)
-                rows += (rec.key, version, rec.offset)
-            if len(rows) >= 3 * _INDEX_CHUNK:
-                index.record_batch(rows, 0, header.last_offset + 1, pending)
-                rows = []
-                pending = {}
-                index.begin()
-        index.record_batch(rows, 0, self._end_offset, pending)
-
-    def _index_append(self, stamped: Stamped, base: int) -> None:
-        """Index an appended batch. A failure is logged: the index stays behind the log,
-        and the next append brings it up from the log first."""
-        index = self.key_index
-        assert index is not None
-        if not stamped.versions:
-            index.advance(self._end_offset)
-            return
-        try:
-            index.record_batch(stamped.versions, base, self._end_offset, stamped.counts)
-        except sqlite3.Error as exc:
-            self._key_index_error("write failed", exc)
+    @property
+    def key_index(self) -> KeyIndex | None:
+        """The per-key version index; None when the topic does not opt in, or until it
+        could be opened."""
+        return self.versioning.index if self.versioning is not None else None
 
     @property
     def key_floor(self) -> int:
         """0, or the offset below which keys' counts are still to be copied from the
         leader (a follower that started over there)."""
-        index = self.key_index
-        return index.floor if index is not None and self._versioning else 0
+        return self.versioning.floor if self.versioning is not None else 0
 
     def key_counts_below(
         self, below: int, after: bytes | None, limit: int
     ) -> list[tuple[bytes, int]]:
         """The leader's side of that copy (KeyIndex.counts_below); raises
-        KafkaStorageError if the index cannot be brought up to the log."""
-        return self._key_index_ready().counts_below(below, after, limit)
+        KafkaStorageError if the index cannot be brought up to the log. Empty when the
+        topic does not opt in."""
+        if self.versioning is None:
+            return []
+        return self.versioning.counts_below(below, after, limit)
 
     def raise_key_counts(self, counts: list[tuple[bytes, int]], done: bool) -> None:
         """The follower's side: counts copied from the leader (KeyIndex.raise_counts)."""
-        index = self.key_index
-        if index is not None:
-            index.raise_counts(counts, done)
-
-    def _index_cut(self, end: int, start: int | None = None) -> None:
-        """The log was cut back to ``end`` (and, emptied, starts at ``start``)."""
-        index = self.key_index
-        if index is None:
-            return
-        try:
-            if index.end > end:
-                index.truncate(end)
-            if start is not None:
-                index.start = start
-                index.drop_below(start)
-        except sqlite3.Error as exc:
-            index.stale = True  # rebuilt from the log before the next append
-            self._key_index_error("not truncated", exc)
-
-    def _index_start_moved(self) -> None:
-        index = self.key_index
-        if index is None:
-            return
-        index.start = self._start_offset  # reads skip the rows below at once
-        try:
-            index.drop_below(self._start_offset)
-        except sqlite3.Error as exc:
-            self._key_index_error("rows below the log start not removed", exc)
-
-    def _key_index_error(self, what: str, exc: BaseException) -> None:
-        log.error("partition %s: key version index %s: %s", self.name, what, exc)
-
-    def _close_key_index(self, save: bool) -> None:
-        index, self.key_index = self.key_index, None
-        if index is None:
-            return
-        if save and not index.stale and index.end <= self._end_offset:
-            try:
-                index.record_batch([], 0, self._end_offset, {})
-            except sqlite3.Error as exc:
-                self._key_index_error("end not saved", exc)
-        index.close()
+        if self.versioning is not None:
+            self.versioning.raise_counts(counts, done)
 
     def append_marker(
         self,
@@ -812,8 +556,8 @@ class PartitionLog:
         batches = self._replicated_batches(view)
         if not batches:
             return self._end_offset
-        if self._versioning:
-            self._key_index_ready()
+        if self.versioning is not None:
+            self.versioning.ready()
         first = batches[0][1]
         if first.base_offset < self._end_offset:
             # Kafka's way out for an empty log whose start (the leader's log start offset,
@@ -920,17 +664,11 @@ class PartitionLog:
         self._unflushed_messages += records
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = _now_ms()
-        index = self.key_index
-        if index is not None and not index.stale:
-            # A follower never numbers records itself: the leader's headers say.
-            try:
-                self._index_batches(
-                    index,
-                    (chunk[rel - run_start : rel - run_start + h.size] for rel, h in run),
-                    run[0][1].base_offset,
-                )
-            except sqlite3.Error as exc:
-                self._key_index_error("write failed", exc)
+        if self.versioning is not None:
+            self.versioning.replicated(
+                (chunk[rel - run_start : rel - run_start + h.size] for rel, h in run),
+                run[0][1].base_offset,
+            )
 
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and after ``offset`` (from the start of the batch that
@@ -982,7 +720,7 @@ class PartitionLog:
         if self._start_offset > lowest:
             self._start_offset = lowest
             with contextlib.suppress(OSError):
-                self._save_start_offset(lowest)
+                log_start.write(self.directory, lowest)
         self._after_truncation(new_end)
         log.info(
             "partition %s: truncated to offset %d (%d bytes removed)", self.name, new_end, removed
@@ -1001,7 +739,7 @@ class PartitionLog:
         try:
             # The start offset first: with it on disk, whatever a crash leaves of the old
             # segments is read from no earlier than ``offset``.
-            self._save_start_offset(offset)
+            log_start.write(self.directory, offset)
             for seg in reversed(old):
                 seg.delete()
             self.segments = []
@@ -1027,14 +765,12 @@ class PartitionLog:
         leader's index: key_floor asks for them to be copied from there
         (cluster.replica_fetcher) before this replica fetches on."""
         self.truncate_fully_and_start_at(offset)
-        if offset > 0 and self.key_index is not None:
-            try:
-                self.key_index.set_floor(offset)
-            except sqlite3.Error as exc:
-                self._key_index_error("floor not saved", exc)
+        if offset > 0 and self.versioning is not None:
+            self.versioning.set_floor(offset)
 
     def _after_truncation(self, new_end: int) -> None:
-        self._index_cut(new_end, self._start_offset)
+        if self.versioning is not None:
+            self.versioning.cut(new_end, self._start_offset)
         if self.producer_state.producers or self.producer_state.snapshot_offsets():
             self._recover_producer_state()
         self.epochs.truncate_from_end(new_end)
@@ -1381,11 +1117,12 @@ class PartitionLog:
             self._start_offset = new_start
             # A failure is harmless: at open the start is at least the first base offset.
             with contextlib.suppress(OSError):
-                self._save_start_offset(new_start)
+                log_start.write(self.directory, new_start)
         for seg in gone:
             seg.delete()
         self.producer_state.delete_snapshots_below(self._start_offset)
-        self._index_start_moved()
+        if self.versioning is not None:
+            self.versioning.start_moved(self._start_offset)
 
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset (DeleteRecords); -1 means the end offset."""
@@ -1397,11 +1134,12 @@ class PartitionLog:
             )
         if before_offset > self._start_offset:
             try:
-                self._save_start_offset(before_offset)
+                log_start.write(self.directory, before_offset)
             except OSError as exc:
                 raise self._storage_error(exc) from None
             self._start_offset = before_offset
-            self._index_start_moved()
+            if self.versioning is not None:
+                self.versioning.start_moved(self._start_offset)
             if self._start_offset == self._end_offset and self.active.size:
                 # If the roll fails the records are below the start offset all the same.
                 with contextlib.suppress(KafkaStorageError):
@@ -1412,20 +1150,6 @@ class PartitionLog:
             if doomed:
                 self._delete_oldest(doomed)
         return self._start_offset
-
-    def _save_start_offset(self, offset: int) -> None:
-        path = self.directory / LOG_START_FILE
-        tmp = path.with_name(LOG_START_FILE + ".tmp")
-        try:
-            with open(tmp, "w") as f:
-                f.write(f"{offset}\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(self.directory)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
 
     # -- compaction -------------------------------------------------------------------------
     def compact(self, now_ms: int | None = None) -> int:
@@ -1454,13 +1178,8 @@ class PartitionLog:
     def compacted_through(self, offset: int) -> None:
         """Compaction cleaned the log below ``offset``."""
         self._compacted_through = max(self._compacted_through, offset)
-        index = self.key_index
-        if index is not None:
-            try:
-                index.prune_compacted(offset)
-            except sqlite3.Error as exc:
-                # Reads skip offsets that no longer hold their record all the same.
-                self._key_index_error("compacted rows not removed", exc)
+        if self.versioning is not None:
+            self.versioning.compacted(offset)
 
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
         """Swap closed segments for their compacted versions (same offset range)."""
