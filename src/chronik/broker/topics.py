@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chronik.protocol import errors
 
 if TYPE_CHECKING:
+    import uuid
+
     from chronik.broker.services import Services
+    from chronik.cluster.view import TopicView
+    from chronik.storage.catalog import Topic
+    from chronik.storage.partition_log import PartitionLog
 
 log = logging.getLogger("chronik.topics")
 
@@ -33,7 +38,9 @@ def is_internal(name: str) -> bool:
     return name.startswith("__")
 
 
-def get_or_create(broker: Services, name: str, allow_auto_create: bool = True) -> Any | None:
+def get_or_create(
+    broker: Services, name: str, allow_auto_create: bool = True
+) -> Topic | None:
     """The topic, created with the broker's defaults if Kafka would auto-create it."""
     topic = broker.catalog.get(name)
     if topic is not None or not (allow_auto_create and broker.config.auto_create_topics):
@@ -47,7 +54,7 @@ def get_or_create(broker: Services, name: str, allow_auto_create: bool = True) -
     return topic
 
 
-def topic_by_id(broker: Services, topic_id: Any) -> Any | None:
+def topic_by_id(broker: Services, topic_id: uuid.UUID) -> Topic | None:
     for topic in broker.catalog.topics.values():
         if topic.topic_id == topic_id:
             return topic
@@ -63,7 +70,9 @@ def partition_count(broker: Services, name: str) -> int | None:
     return None if topic is None else len(topic.partitions)
 
 
-def data_partition(broker: Services, topic: Any, name: str, index: int) -> tuple[Any, int]:
+def data_partition(
+    broker: Services, topic: Topic | None, name: str, index: int
+) -> tuple[PartitionLog | None, int]:
     """The log a data request (Produce, Fetch, ListOffsets, DeleteRecords) for partition
     ``index`` of ``name`` reads or writes, with error 0; or None and the error code: in a
     cluster NOT_LEADER_OR_FOLLOWER when another broker leads it (or nobody does)."""
@@ -93,7 +102,7 @@ AUTO_CREATE_WAIT_MS = 1000
 
 async def cluster_get_or_create(
     broker: Services, name: str, allow_auto_create: bool = True
-) -> Any | None:
+) -> TopicView | None:
     """The cluster's view of the topic, created with the broker's defaults if Kafka would
     auto-create it: any broker writes it, the controller gives it leaders."""
     cluster = broker.cluster
