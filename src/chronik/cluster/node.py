@@ -153,8 +153,8 @@ class ClusterNode:
         self._stored: dict[str, tuple[uuid.UUID, int]] = {}
         self._known_topics: set[str] = set()
         self._foreign_warned: set[str] = set()
-        self._loaded_offsets: set[int] = set()
-        self._loaded_txn: set[int] = set()
+        # Partitions of each internal topic whose coordinator is loaded (or loading) here.
+        self._loaded: dict[str, set[int]] = {OFFSETS_TOPIC: set(), TRANSACTION_TOPIC: set()}
         self._pid_next = 0
         self._pid_end = -1
         self._pid_lock = asyncio.Lock()
@@ -360,8 +360,7 @@ class ClusterNode:
         if self._stopping:
             return
         self.replicas.sync()
-        self._follow_offsets_leadership()
-        self._follow_transaction_leadership()
+        self._follow_coordinator_leadership()
 
     # -- storage follows the view -----------------------------------------------------
 
@@ -452,8 +451,7 @@ class ClusterNode:
                 except Exception as exc:
                     log.error("cannot apply the configs of topic %s: %s", topic.name, exc)
         self.replicas.sync()
-        self._follow_offsets_leadership()
-        self._follow_transaction_leadership()
+        self._follow_coordinator_leadership()
 
     def _topic_gone(self, name: str) -> None:
         self._stored.pop(name, None)
@@ -464,32 +462,27 @@ class ClusterNode:
                 log.info("deleted the local partitions of topic %s", name)
             except Exception as exc:
                 log.error("cannot delete the local partitions of topic %s: %s", name, exc)
-        if name in (OFFSETS_TOPIC, TRANSACTION_TOPIC):
-            loaded = self._loaded_offsets if name == OFFSETS_TOPIC else self._loaded_txn
-            for partition in sorted(loaded):
+        if name in self._loaded:
+            for partition in sorted(self._loaded[name]):
                 self._unload(name, partition)
         elif self._on_topic_deleted is not None:
             self._on_topic_deleted(name)
 
-    def _follow_offsets_leadership(self) -> None:
-        self._follow_leadership(OFFSETS_TOPIC, self._loaded_offsets)
-
-    def _follow_transaction_leadership(self) -> None:
-        """The transaction coordinator serves the __transaction_state partitions this
-        broker leads, loaded as it learns it leads them, as groups are."""
-        self._follow_leadership(TRANSACTION_TOPIC, self._loaded_txn)
-
-    def _follow_leadership(self, topic: str, loaded: set[int]) -> None:
-        coordinator = self._coordinators.get(topic)
-        if coordinator is None:
-            return
-        count = self.view.partition_count(topic) or 0
-        led = {p for p in range(count) if self.local_log(topic, p) is not None}
-        for partition in sorted(loaded - led):
-            self._unload(topic, partition)
-        for partition in sorted(led - loaded):
-            loaded.add(partition)
-            self._spawn(self._load(coordinator, partition, loaded))
+    def _follow_coordinator_leadership(self) -> None:
+        """The group and transaction coordinators serve the partitions of
+        __consumer_offsets and __transaction_state this broker leads, loaded as it
+        learns it leads them and unloaded as it stops."""
+        for topic, loaded in self._loaded.items():
+            coordinator = self._coordinators.get(topic)
+            if coordinator is None:
+                continue
+            count = self.view.partition_count(topic) or 0
+            led = {p for p in range(count) if self.local_log(topic, p) is not None}
+            for partition in sorted(loaded - led):
+                self._unload(topic, partition)
+            for partition in sorted(led - loaded):
+                loaded.add(partition)
+                self._spawn(self._load(coordinator, partition, loaded))
 
     async def _load(self, coordinator: PartitionCoordinator, partition: int, led: set[int]) -> None:
         """Load a coordinator's partition, and again after a failure (logged by the
@@ -504,8 +497,7 @@ class ClusterNode:
             delay = min(delay * 2, LOAD_RETRY_MAX_SECONDS)
 
     def _unload(self, topic: str, partition: int) -> None:
-        loaded = self._loaded_offsets if topic == OFFSETS_TOPIC else self._loaded_txn
-        loaded.discard(partition)
+        self._loaded[topic].discard(partition)
         coordinator = self._coordinators.get(topic)
         if coordinator is not None:
             coordinator.unload_partition(partition)

@@ -166,7 +166,7 @@ class HttpServer:
             except HttpError as exc:
                 await self._send(writer, exc.status, exc.body, close=True)
                 return
-            close = _wants_close(head, request)
+            close = _wants_close(request)
             try:
                 await self._read_body(request, reader, writer)
             except HttpError as exc:
@@ -267,7 +267,7 @@ def _parse_head(head: bytes, peer: str) -> Request:
     return request
 
 
-def _wants_close(head: bytes, request: Request) -> bool:
+def _wants_close(request: Request) -> bool:
     connection = request.headers.get("connection", "").lower()
     if request.headers.get("_version") == "HTTP/1.0":
         return connection != "keep-alive"

@@ -83,9 +83,6 @@ class PartitionWriter:
         self._count_bytes = count_bytes
         self.replication: Replication | None = None
         self._lease_held: Callable[[], bool] | None = None
-        # Writers that await between their steps (the coordinators) append to one
-        # partition in the order they were given their positions.
-        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     def attach(self, replication: Replication, lease_held: Callable[[], bool]) -> None:
         """In a cluster: the replica manager, and whether this broker's lease holds."""
@@ -184,8 +181,7 @@ class PartitionWriter:
         refused = self.refusal(topic, partition, origin)
         if refused is not None:
             raise AppendRefused(*refused)
-        async with self._locks.setdefault((topic, partition), asyncio.Lock()):
-            result = self.append(log, topic, batch, header, now_ms, origin)
+        result = self.append(log, topic, batch, header, now_ms, origin)
         code, message = await self.durable(log, topic, partition, result.last_offset, timeout)
         if code != errors.NONE:
             raise AppendRefused(code, message)
