@@ -9,12 +9,16 @@ PY=${PY:-.venv/bin/python}
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
-# Debian packages: kcat, Apache ZooKeeper for the cluster tests, and libfaketime for the
-# chaos campaign's clock jumps.
+# Debian packages: kcat, Apache ZooKeeper for the cluster tests, libfaketime for the
+# chaos campaign's clock jumps, and what the fault tests run (ip, mkfs.ext4, a C compiler).
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
+# The fault tests' network namespaces, loop-mounted disks and preloaded fsync shim.
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     $SUDO apt-get update -qq >/dev/null
