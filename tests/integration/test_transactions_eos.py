@@ -197,12 +197,29 @@ def test_exactly_once_through_coordinator_kills_in_a_cluster(cluster_factory, tm
     def start_worker() -> Worker:
         return Worker(cluster.bootstrap, source, sink, group, txn_id, errlog)
 
+    def worker_log() -> str:
+        text = errlog.read_text(errors="replace") if errlog.exists() else ""
+        return "\n".join(text.splitlines()[-30:])
+
     worker = start_worker()
     try:
-        assert worker.wait_for("COMMITTED", 1, timeout=60), "the worker made no progress"
+        # A worker whose init_transactions or first commit fails while the fresh cluster
+        # is still electing the leaders of its internal topics exits with the error; it is
+        # started again, as a supervisor would. One that neither commits nor fails in
+        # 75 s is a failure, with the workers' own log in its report.
+        deadline = time.monotonic() + 150
+        # Longer than the worker's own 60 s for init_transactions, so a worker that gives
+        # up is seen to have exited.
+        while not worker.wait_for("COMMITTED", 1, timeout=75):
+            assert worker.proc.poll() is not None and time.monotonic() < deadline, (
+                "the worker made no progress; its log:\n" + worker_log()
+            )
+            worker = start_worker()
         for point in ("IN_TXN", "OFFSETS_SENT"):
             produce_round()
-            assert worker.wait_for(point, 1, timeout=30), f"the worker never reached {point}"
+            assert worker.wait_for(point, 1, timeout=30), (
+                f"the worker never reached {point}; its log:\n" + worker_log()
+            )
             victim = transaction_coordinator(cluster, txn_id)
             assert victim > 0
             cluster.kill(victim)
@@ -221,7 +238,9 @@ def test_exactly_once_through_coordinator_kills_in_a_cluster(cluster_factory, tm
             # (confluentinc/librdkafka#5511, send_offsets_to_transaction never returns).
             stalled = time.monotonic() + 20
             while not worker.wait_for("COMMITTED", 1, timeout=5):
-                assert time.monotonic() < deadline, "no commit after the coordinator's kill"
+                assert time.monotonic() < deadline, (
+                    "no commit after the coordinator's kill; the workers' log:\n" + worker_log()
+                )
                 if worker.proc.poll() is not None or time.monotonic() > stalled:
                     worker.kill()
                     worker = start_worker()
