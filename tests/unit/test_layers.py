@@ -20,10 +20,10 @@ LAYERS: list[set[str]] = [
     {"broker"},
     {"http"},
     {"cluster"},
-    {"coordinator"},
+    {"coordinator", "registry"},
     {"security"},
     {"storage"},
-    {"records", "protocol", "__init__"},
+    {"records", "protocol", "schemas", "__init__"},
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 
