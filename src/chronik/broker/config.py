@@ -72,6 +72,10 @@ BROKER_DEFAULTS: dict[str, str] = {
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "300",
     "leader.imbalance.per.broker.percentage": "10",
+    # The schema registry's topic (Confluent's kafkastore.topic.replication.factor),
+    # capped to the live brokers when _schemas is created.
+    "schema.registry.topic.replication.factor": "3",
+    "schema.registry.topic.segment.bytes": "67108864",
 }
 
 # Read only in cluster mode; on a single node they are reported as having no effect.

@@ -39,6 +39,9 @@ from chronik.coordinator.producer_ids import ProducerIdAllocator
 from chronik.coordinator.transaction_coordinator import TransactionCoordinator
 from chronik.coordinator.transaction_markers import MarkerSender
 from chronik.http.eventstore import HttpApi
+from chronik.http.schema_registry import SchemaRegistryApi
+from chronik.registry.registry import SchemaRegistry
+from chronik.registry.schemas_topic import SchemasTopic
 from chronik.security.acl_model import AclError
 from chronik.security.acl_store import AclFile
 from chronik.security.authorizer import Authorizer
@@ -103,6 +106,7 @@ class Broker:
         advertised_host: str | None = None,
         metrics_listen: str | None = None,
         http_listen: str | None = None,
+        schema_registry_listen: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.config = BrokerConfig(config)
@@ -138,6 +142,14 @@ class Broker:
         self.http_listen = http_listen or self.config.values.get("http.listen") or None
         self.http_api: HttpApi | None = None
         self.http_port: int | None = None
+        # The schema registry (chronik.registry, chronik.http.schema_registry):
+        # --schema-registry-listen or schema.registry.listen.
+        self.registry_listen = (
+            schema_registry_listen or self.config.values.get("schema.registry.listen") or None
+        )
+        self.registry: SchemaRegistry | None = None
+        self.registry_api: SchemaRegistryApi | None = None
+        self.registry_port: int | None = None
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
         self._listener: Listener | None = None
         self._bound: list[Bound] = []
@@ -151,6 +163,29 @@ class Broker:
     @staticmethod
     def now_ms() -> int:
         return time.time_ns() // 1_000_000
+
+    async def _start_registry(self, listen: str) -> None:
+        topic = SchemasTopic(
+            self.catalog, self.writer, self.cluster, self.now_ms, self.config.values
+        )
+        self.registry = SchemaRegistry(topic, self.config.values)
+        self.registry_api = SchemaRegistryApi(self, self.registry, topic)
+        try:
+            self.registry_port = await self.registry_api.serve(
+                listen, self.security.inter_broker.advertised()[0]
+            )
+        except ValueError as exc:
+            raise BrokerStartError(str(exc)) from None
+        if self.cluster is not None:
+            self.cluster.registry_url = lambda: self.registry_api.url if self.registry_api else None
+        self.registry.start()
+
+    def registry_url_of(self, node_id: int) -> str | None:
+        """The schema registry URL of a broker: this one's, or as registered."""
+        if node_id == self.node_id or self.cluster is None:
+            return self.registry_api.url if self.registry_api is not None else None
+        info = self.cluster.broker_info(node_id)
+        return info.schema_registry if info is not None else None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -237,6 +272,9 @@ class Broker:
             self.config.max_connections_per_ip_overrides,
         )
         self.dynamic.started()
+        if self.registry_listen:
+            # Bound before the cluster is joined: its URL is part of the registration.
+            await self._start_registry(self.registry_listen)
         if self.cluster is not None:
             # The cluster's dynamic broker configs (/config/brokers) follow the view.
             view = self.cluster.view
@@ -281,6 +319,10 @@ class Broker:
             await self._listener.close()
         if self.http_api is not None:
             await self.http_api.close()
+        if self.registry_api is not None:
+            await self.registry_api.close()
+        if self.registry is not None:
+            await self.registry.close()
         if self.coordinator is not None:
             # Held JoinGroup/SyncGroup requests are answered NOT_COORDINATOR now
             # rather than when their rebalance would time out.

@@ -41,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve the event store's HTTP API here (https://HOST:PORT for TLS); "
         "the broker setting http.listen does the same",
     )
+    parser.add_argument(
+        "--schema-registry-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Confluent Schema Registry's REST API here (https://HOST:PORT for TLS); "
+        "the broker setting schema.registry.listen does the same",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--log-format", default="text", choices=("text", "json"))
 
@@ -86,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
             advertised_host=args.advertised_host,
             metrics_listen=args.metrics_listen,
             http_listen=args.http_listen,
+            schema_registry_listen=args.schema_registry_listen,
         )
     except (ValueError, ConfigError) as exc:
         print(f"chronik: error: {exc}", file=sys.stderr)

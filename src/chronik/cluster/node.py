@@ -125,6 +125,8 @@ class ClusterNode:
         self.wake_fetches: Callable[[PartitionLog], None] = lambda log: None
         self._coordinators: dict[str, PartitionCoordinator] = {}
         self._on_topic_deleted: Callable[[str], None] | None = None
+        # The base URL of this broker's schema registry, registered with its endpoints.
+        self.registry_url: Callable[[], str | None] = lambda: None
         self.node_id = config.node_id
         self.rack = config.rack
         self.session = ZkSession(
@@ -559,7 +561,7 @@ class ClusterNode:
             for spec in self.security.listeners
         )
         host, port = self._advertised()
-        return BrokerInfo(self.node_id, host, port, self.rack, endpoints)
+        return BrokerInfo(self.node_id, host, port, self.rack, endpoints, self.registry_url())
 
     def broker_info(self, node_id: int) -> BrokerInfo | None:
         for info in self.live_brokers():
@@ -828,13 +830,32 @@ class ClusterNode:
                 "transaction.state.log.min.isr", "2")},
         )
 
+    async def ensure_schemas_topic(self, timeout_ms: int) -> None:
+        """Create _schemas when the schema registry first writes: one partition, as
+        Confluent's registry needs, schema.registry.topic.replication.factor replicas
+        capped to the live brokers, min.insync.replicas as __transaction_state's."""
+        await self._ensure_internal_topic(
+            "_schemas",
+            "schema.registry.topic",
+            timeout_ms,
+            {"min.insync.replicas": self.config.values.get(
+                "transaction.state.log.min.isr", "2")},
+            partitions=1,
+        )
+
     async def _ensure_internal_topic(
-        self, name: str, prefix: str, timeout_ms: int, extra: Mapping[str, str] | None = None
+        self,
+        name: str,
+        prefix: str,
+        timeout_ms: int,
+        extra: Mapping[str, str] | None = None,
+        partitions: int | None = None,
     ) -> None:
         if name in self.view.topics:
             return
         config = self.config
-        partitions = config.get_int(f"{prefix}.num.partitions")
+        if partitions is None:
+            partitions = config.get_int(f"{prefix}.num.partitions")
         factor = min(config.get_int(f"{prefix}.replication.factor"), len(self.live_brokers()))
         configs = {
             "cleanup.policy": "compact",

@@ -5,7 +5,8 @@
 #   /brokers/ids/<id>                ephemeral {"version":5,"host":h,"port":p,
 #                                    "endpoints":["PLAINTEXT://h:p"],"listener_security_
 #                                    protocol_map":{"PLAINTEXT":"PLAINTEXT"},"rack":r|null,
-#                                    "jmx_port":-1,"features":{},"timestamp":"<ms>"}
+#                                    "jmx_port":-1,"features":{},"timestamp":"<ms>",
+#                                    "schema_registry":"http://h:p" (chronik's, when served)}
 #   /controller                      ephemeral {"version":1,"brokerid":N,"timestamp":"<ms>"}
 #   /controller_epoch                the epoch as a decimal string, "1" for the first
 #   /brokers/topics/<t>              {"version":3,"partitions":{"0":[2,1],...},
@@ -174,6 +175,8 @@ class BrokerInfo:
     # (listener name, security protocol, host, port) of every listener; host and port
     # above are the inter-broker listener's.
     endpoints: tuple[tuple[str, str, str, int], ...] = ()
+    # The base URL of its schema registry (chronik's field; Kafka's readers ignore it).
+    schema_registry: str | None = None
 
     def endpoint(self, listener: str) -> tuple[str, int]:
         """Where a client of ``listener`` reaches this broker (Kafka answers each
@@ -197,6 +200,7 @@ def broker_value(info: BrokerInfo) -> bytes:
             "version": 5,
             "timestamp": _now_ms(),
             "rack": info.rack,
+            **({"schema_registry": info.schema_registry} if info.schema_registry else {}),
         }
     )
 
@@ -213,7 +217,15 @@ def parse_broker(node_id: int, data: bytes) -> BrokerInfo:
         endpoints.append((name, protocols.get(name, name), ep_host.strip("[]"), int(text)))
     if (host is None or port == -1) and endpoints:
         host, port = endpoints[0][2], endpoints[0][3]
-    return BrokerInfo(node_id, str(host), int(port), value.get("rack"), tuple(endpoints))
+    registry = value.get("schema_registry")
+    return BrokerInfo(
+        node_id,
+        str(host),
+        int(port),
+        value.get("rack"),
+        tuple(endpoints),
+        registry if isinstance(registry, str) else None,
+    )
 
 
 def controller_value(node_id: int) -> bytes:

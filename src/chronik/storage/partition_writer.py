@@ -3,8 +3,8 @@ AppendOrigin, and the PartitionWriter its coordinators write through).
 
 Every append to a partition this broker leads goes through PartitionWriter: client
 produce, the event store's HTTP appends, transaction markers, and the internal topics
-__consumer_offsets and __transaction_state. Each append is two steps, because Produce
-releases its connection between them:
+__consumer_offsets, __transaction_state and _schemas (the schema registry). Each append
+is two steps, because Produce releases its connection between them:
 
 1. ``append`` (synchronous, nothing awaits, so the order of appends is the order of
    calls): the refusals made before a byte is written (``refusal``), the append itself
@@ -23,6 +23,7 @@ Where the rules differ by origin:
 | HTTP        | no            | always           | yes                 |
 | COORDINATOR | no            | always           | no                  |
 | MARKER      | no            | always           | no                  |
+| REGISTRY    | no            | always           | no                  |
 
 The lease (a cluster broker that may have lost its ZooKeeper session appends nothing a
 client could be told is written) is checked for clients only: the other writers wait
@@ -48,6 +49,7 @@ class AppendOrigin(enum.Enum):
     HTTP = "http"
     COORDINATOR = "coordinator"
     MARKER = "marker"
+    REGISTRY = "registry"
 
 
 class Replication(Protocol):
