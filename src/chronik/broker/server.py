@@ -30,6 +30,7 @@ from chronik.broker.listener import Bound, Listener, bind, listen
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
 from chronik.broker.quota_manager import ClientQuotas
+from chronik.broker.schema_validation import SchemaValidator
 from chronik.broker.topics import data_partition, partition_count
 from chronik.cluster.marker_channel import MarkerChannel
 from chronik.cluster.node import ClusterNode
@@ -150,6 +151,7 @@ class Broker:
         self.registry: SchemaRegistry | None = None
         self.registry_api: SchemaRegistryApi | None = None
         self.registry_port: int | None = None
+        self.schema_validator = SchemaValidator()
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
         self._listener: Listener | None = None
         self._bound: list[Bound] = []
@@ -169,6 +171,7 @@ class Broker:
             self.catalog, self.writer, self.cluster, self.now_ms, self.config.values
         )
         self.registry = SchemaRegistry(topic, self.config.values)
+        self.schema_validator.attach(self.registry)
         self.registry_api = SchemaRegistryApi(self, self.registry, topic)
         try:
             self.registry_port = await self.registry_api.serve(

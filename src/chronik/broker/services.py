@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from chronik.broker.memory_pool import MemoryPool
     from chronik.broker.metrics import Metrics
     from chronik.broker.quota_manager import ClientQuotas
+    from chronik.broker.schema_validation import SchemaValidator
     from chronik.cluster.node import ClusterNode
     from chronik.coordinator.group_coordinator import GroupCoordinator
     from chronik.coordinator.marker_writer import MarkerWriter
@@ -50,6 +51,8 @@ class Services(Protocol):
     quotas: ClientQuotas
     metrics: Metrics
     memory_pool: MemoryPool
+    # Produce-time schema checks of topics that opt in (its registry None when not served).
+    schema_validator: SchemaValidator
 
     def now_ms(self) -> int: ...
 

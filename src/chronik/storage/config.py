@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
+from chronik.schemas.subject_names import DEFAULT_STRATEGY, STRATEGIES, strategy_name
 from chronik.storage.errors import InvalidConfig
 
 LONG_MAX = 2**63 - 1
@@ -85,6 +86,12 @@ def _format_version(v: str) -> bool:
     return re.sub(r"-IV[0-9]+$", "", key) in _FORMAT_RELEASES
 
 
+def _strategy(v: str) -> bool:
+    return strategy_name(v) is not None
+
+
+_STRATEGY_EXPECT = "one of " + ", ".join(STRATEGIES) + " (with or without the package prefix)"
+
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 
@@ -106,6 +113,23 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _def("compression.type", TYPE_STRING, "producer", ["compression.type"],
              "Final compression of the topic's batches; producer keeps the producer's codec.",
              _one_of(*_COMPRESSION), "one of " + ", ".join(_COMPRESSION), "compression_type"),
+        # Confluent Server's broker-side schema validation (chronik.broker.schema_validation).
+        _def("confluent.key.schema.validation", TYPE_BOOLEAN, "false", [],
+             "Refuse records whose key does not carry the id of a schema registered under "
+             "the key's subject (needs schema.registry.listen).",
+             attr="key_schema_validation"),
+        _def("confluent.key.subject.name.strategy", TYPE_STRING, DEFAULT_STRATEGY, [],
+             "How the subject of a record's key schema is named: TopicNameStrategy, "
+             "RecordNameStrategy or TopicRecordNameStrategy.",
+             _strategy, _STRATEGY_EXPECT, "key_subject_name_strategy"),
+        _def("confluent.value.schema.validation", TYPE_BOOLEAN, "false", [],
+             "Refuse records whose value does not carry the id of a schema registered under "
+             "the value's subject (needs schema.registry.listen).",
+             attr="value_schema_validation"),
+        _def("confluent.value.subject.name.strategy", TYPE_STRING, DEFAULT_STRATEGY, [],
+             "How the subject of a record's value schema is named: TopicNameStrategy, "
+             "RecordNameStrategy or TopicRecordNameStrategy.",
+             _strategy, _STRATEGY_EXPECT, "value_subject_name_strategy"),
         _def("follower.replication.throttled.replicas", TYPE_LIST, "", [],
              "Accepted; a single node replicates nothing.", _throttled_replicas,
              "* or a list of partition:broker pairs"),
@@ -312,7 +336,16 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     producer_id_expiration_ms: int = 86400000
     key_versioning: bool = False
+    key_schema_validation: bool = False
+    value_schema_validation: bool = False
+    key_subject_name_strategy: str = DEFAULT_STRATEGY
+    value_subject_name_strategy: str = DEFAULT_STRATEGY
     overrides: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def schema_validation(self) -> bool:
+        """Keys or values are checked against the schema registry on produce."""
+        return self.key_schema_validation or self.value_schema_validation
 
     @property
     def compact(self) -> bool:

@@ -19,6 +19,11 @@ batch v2 (as Kafka up-converts), the only case where records are decoded. A batc
 is validated as bytes (header, CRC, offsets) and appended with its offset
 stamped in place; nothing of it is decoded. Only a topic whose compression.type
 names a codec other than the batch's has the records section recompressed.
+
+A topic with confluent.key.schema.validation or confluent.value.schema.validation has
+each batch's keys or values checked against the schema registry
+(chronik.broker.schema_validation): a batch with a record that fails is refused whole,
+INVALID_RECORD with record_errors, as a compacted topic refuses keyless records.
 """
 
 from __future__ import annotations
@@ -116,10 +121,13 @@ async def handle(
                 if ctx.api_version < 3 and is_legacy(records):
                     records = up_convert(records)
                 batch = bytearray(records)
-                header = validate_produced(batch, topic.log_config.max_message_bytes)
-                if topic.log_config.compact:
+                log_config = topic.log_config
+                header = validate_produced(batch, log_config.max_message_bytes)
+                if log_config.compact:
                     _check_keys(batch, name, index)
-                codec = target_codec(topic.log_config.compression_type)
+                if log_config.schema_validation:
+                    await broker.schema_validator.check(batch, header, name, index, log_config)
+                codec = target_codec(log_config.compression_type)
                 if codec is not None and codec != header.compression:
                     batch, header = recompress(batch, header, codec)
                 result = writer.append(partition_log, name, batch, header, now, AppendOrigin.CLIENT)
