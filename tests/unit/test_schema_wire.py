@@ -1,0 +1,153 @@
+"""Confluent's wire header (chronik.schemas.wire), the subject name strategies
+(chronik.schemas.subject_names) and the walk that reads the head of every record's key or
+value (chronik.records.heads), checked against confluent-kafka's own encoder and against
+the full record reader."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from confluent_kafka.schema_registry.common.serde import SchemaId
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chronik.records.batch import read_header
+from chronik.records.builder import Record, build_batch
+from chronik.records.compression import GZIP, LZ4, NONE, ZSTD
+from chronik.records.heads import MalformedRecords, field_heads, records_section
+from chronik.records.reader import iter_records
+from chronik.schemas import subject_names, wire
+
+indexes_lists = st.lists(st.integers(min_value=0, max_value=2**31 - 1), min_size=1, max_size=8)
+
+
+@given(indexes_lists, st.integers(min_value=1, max_value=2**31 - 1), st.binary(max_size=20))
+def test_message_indexes_read_what_confluent_kafka_writes(indexes, schema_id, payload):
+    framed = SchemaId("PROTOBUF", schema_id, message_indexes=indexes).id_to_bytes() + payload
+    assert wire.schema_id(framed) == schema_id
+    got, end = wire.message_indexes(framed)
+    assert got == indexes
+    assert framed[end:] == payload
+    # And confluent-kafka reads what this module writes.
+    ours = wire.header(schema_id, indexes) + payload
+    assert ours == framed
+    reader = SchemaId("PROTOBUF")
+    rest = reader.from_bytes(io.BytesIO(ours))
+    assert (reader.id, reader.message_indexes, rest.read()) == (schema_id, indexes, payload)
+
+
+def test_a_single_zero_byte_stands_for_the_first_message():
+    assert wire.encode_message_indexes([0]) == b"\x00"
+    assert wire.message_indexes(wire.header(3) + b"\x00\x99") == ([0], 6)
+    # A count of one with index 0 means the same and is read as such.
+    assert wire.message_indexes(wire.header(3) + b"\x02\x00") == ([0], 7)
+    assert wire.message_indexes(wire.header(3) + b"\x04\x02\x00") == ([1, 0], 8)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        wire.header(1),  # nothing after the id
+        wire.header(1) + b"\x80",  # a varint cut short
+        wire.header(1) + b"\x01\x02",  # a negative count
+        wire.header(1) + b"\x04\x02",  # two indexes announced, one there
+        wire.header(1) + b"\x02\x01",  # a negative index
+        wire.header(1) + b"\xca\x01" + b"\x00" * 200,  # a count of 101: over the limit
+        wire.header(1) + b"\xff\xff\xff\xff\xff\xff",  # a varint longer than an int
+    ],
+)
+def test_malformed_message_indexes_are_refused(data):
+    with pytest.raises(wire.WireError):
+        wire.message_indexes(data)
+
+
+@given(st.binary(max_size=8))
+def test_schema_id_needs_the_magic_byte_and_four_bytes(data):
+    expected = int.from_bytes(data[1:5], "big", signed=True)
+    got = wire.schema_id(data)
+    assert got == (expected if len(data) >= 5 and data[0] == 0 else None)
+
+
+def test_subject_name_strategies():
+    assert subject_names.strategy_name(subject_names.DEFAULT_STRATEGY) == "TopicNameStrategy"
+    assert subject_names.strategy_name("RecordNameStrategy") == "RecordNameStrategy"
+    assert subject_names.strategy_name("com.example.RecordNameStrategy") is None
+    assert subject_names.strategy_name("topicnamestrategy") is None
+    assert subject_names.subject("TopicNameStrategy", "t", True) == "t-key"
+    assert subject_names.subject("TopicNameStrategy", "t", False) == "t-value"
+    assert subject_names.subject("RecordNameStrategy", "t", False, "a.B") == "a.B"
+    assert subject_names.subject("TopicRecordNameStrategy", "t", True, "a.B") == "t-a.B"
+
+
+@pytest.mark.parametrize(
+    ("schema_type", "schema", "name"),
+    [
+        (
+            "AVRO",
+            {"type": "record", "name": "User", "namespace": "com.acme", "fields": []},
+            "com.acme.User",
+        ),
+        (
+            "AVRO",
+            {"type": "record", "name": "a.b.User", "namespace": "x.y", "fields": []},
+            "a.b.User",
+        ),
+        ("AVRO", {"type": "enum", "name": "Suit", "symbols": ["A"]}, "Suit"),
+        ("AVRO", "com.acme.User", "com.acme.User"),
+        ("AVRO", "string", "string"),
+        ("AVRO", {"type": "array", "items": "int"}, None),
+        ("AVRO", ["null", "int"], None),
+        ("JSON", {"title": "Order", "type": "object"}, "Order"),
+        ("JSON", {"type": "object"}, None),
+        ("JSON", True, None),
+    ],
+)
+def test_record_names_of_avro_and_json_schemas(schema_type, schema, name):
+    assert subject_names.record_name(schema_type, json.dumps(schema)) == name
+
+
+fields = st.none() | st.binary(max_size=300)
+records = st.lists(
+    st.tuples(
+        st.integers(min_value=0, max_value=2**40),
+        fields,
+        fields,
+        st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@given(records, st.sampled_from([NONE, GZIP, LZ4, ZSTD]), st.sampled_from([0, 5, None]))
+def test_field_heads_match_the_full_record_reader(recs, codec, size):
+    batch = build_batch(
+        [Record(ts, key, value, tuple(headers)) for ts, key, value, headers in recs],
+        compression=codec,
+    )
+    header = read_header(batch)
+    section = records_section(batch, header)
+    decoded = list(iter_records(batch))
+
+    def head(field: bytes | None) -> bytes | None:
+        return None if field is None else field if size is None else field[:size]
+
+    assert field_heads(section, header.records_count, True, size) == [head(r.key) for r in decoded]
+    assert field_heads(section, header.records_count, False, size) == [
+        head(r.value) for r in decoded
+    ]
+
+
+@given(st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=10), st.data())
+def test_a_cut_or_corrupted_section_is_malformed_never_misread(values, data):
+    batch = build_batch([Record(1, None, v) for v in values])
+    header = read_header(batch)
+    section = records_section(batch, header)
+    cut = data.draw(st.integers(min_value=0, max_value=len(section) - 1))
+    with pytest.raises(MalformedRecords):
+        field_heads(section[:cut], header.records_count, False)
+    # One more record than the section holds.
+    with pytest.raises(MalformedRecords):
+        field_heads(section, header.records_count + 1, False)
