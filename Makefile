@@ -16,8 +16,8 @@ PYTEST_ARGS ?=
 
 .PHONY: serve cluster test test-fast lint bench bench-quick bank-demo deps clean fuzz chaos
 
-# setup.py compiles chronik.records.stamping: an edit of it reinstalls.
-$(STAMP): pyproject.toml setup.py src/chronik/records/stamping.py
+# setup.py compiles chronik.records.stamping and .heads: an edit of either reinstalls.
+$(STAMP): pyproject.toml setup.py src/chronik/records/stamping.py src/chronik/records/heads.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,spark]'

@@ -1,11 +1,12 @@
-# Builds chronik with its one compiled module: chronik.records.stamping, the per-record
-# loop of versioned produce, compiled by mypyc (from mypy, a build requirement in
-# pyproject.toml). Everything else is plain Python. Where mypyc or a C compiler is
-# missing, or CHRONIK_PURE_PYTHON is set, the package installs without it and the module
-# runs interpreted (slower, same behaviour).
+# Builds chronik with its compiled modules, the per-record loops of the produce path:
+# chronik.records.stamping (versioned produce) and chronik.records.heads (schema
+# validation), compiled by mypyc (from mypy, a build requirement in pyproject.toml), each
+# on its own (its shared library next to it). Everything else is plain Python. Where
+# mypyc or a C compiler is missing, or CHRONIK_PURE_PYTHON is set, the package installs
+# without them and the modules run interpreted (slower, same behaviour).
 #
-# Next to the source it writes stamping.py.sha256, the digest of the source compiled, so
-# chronik.records.versions can tell a compiled module older than its source (an edited
+# Next to each source it writes <module>.py.sha256, the digest of the source compiled, so
+# chronik.records.compiled can tell a compiled module older than its source (an edited
 # checkout not yet rebuilt) and run the source instead.
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from setuptools import setup
 
-COMPILED = "src/chronik/records/stamping.py"
+COMPILED = ["src/chronik/records/stamping.py", "src/chronik/records/heads.py"]
 
 
 def ext_modules() -> list:
@@ -25,11 +26,14 @@ def ext_modules() -> list:
         from mypyc.build import mypycify
     except ImportError:
         return []
-    source = Path(__file__).parent / COMPILED
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    source.with_name(source.name + ".sha256").write_text(digest + "\n")
+    for path in COMPILED:
+        source = Path(__file__).parent / path
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        source.with_name(source.name + ".sha256").write_text(digest + "\n")
     modules = mypycify(
-        ["--ignore-missing-imports", "--follow-imports=silent", COMPILED], opt_level="3"
+        ["--ignore-missing-imports", "--follow-imports=silent", *COMPILED],
+        opt_level="3",
+        separate=True,
     )
     for module in modules:
         module.optional = True  # no compiler: install the interpreted module

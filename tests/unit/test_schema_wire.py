@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chronik.records import compiled, heads
 from chronik.records.batch import read_header
 from chronik.records.builder import Record, build_batch
 from chronik.records.compression import GZIP, LZ4, NONE, ZSTD
-from chronik.records.heads import MalformedRecords, field_heads, records_section
 from chronik.records.reader import iter_records
 from chronik.schemas import subject_names, wire
 
@@ -108,6 +109,11 @@ def test_record_names_of_avro_and_json_schemas(schema_type, schema, name):
     assert subject_names.record_name(schema_type, json.dumps(schema)) == name
 
 
+# The compiled walk (when the package was built with mypyc) and its source, which must agree.
+WALKS = [pytest.param(compiled.source_of(heads), id="source")]
+if compiled.is_compiled(heads):
+    WALKS.append(pytest.param(heads, id="compiled"))
+
 fields = st.none() | st.binary(max_size=300)
 records = st.lists(
     st.tuples(
@@ -121,33 +127,63 @@ records = st.lists(
 )
 
 
-@given(records, st.sampled_from([NONE, GZIP, LZ4, ZSTD]), st.sampled_from([0, 5, None]))
-def test_field_heads_match_the_full_record_reader(recs, codec, size):
+def head_code(field: bytes | None) -> int:
+    if field is None:
+        return heads.HEAD_NULL
+    if len(field) < 5:
+        return heads.HEAD_SHORT
+    return int.from_bytes(field[:5], "big")
+
+
+def expand(runs: list[int], count: int) -> list[int]:
+    out: list[int] = []
+    for i in range(0, len(runs), 2):
+        stop = runs[i + 2] if i + 2 < len(runs) else count
+        out.extend([runs[i + 1]] * (stop - runs[i]))
+    return out
+
+
+@pytest.mark.parametrize("walk", WALKS)
+@given(recs=records, codec=st.sampled_from([NONE, GZIP, LZ4, ZSTD]))
+def test_head_runs_and_fields_match_the_full_record_reader(walk, recs, codec):
     batch = build_batch(
         [Record(ts, key, value, tuple(headers)) for ts, key, value, headers in recs],
         compression=codec,
     )
     header = read_header(batch)
-    section = records_section(batch, header)
+    section = walk.records_section(batch, header.size, header.compression)
     decoded = list(iter_records(batch))
+    count = header.records_count
+    for key in (True, False):
+        expected = [r.key if key else r.value for r in decoded]
+        runs = walk.head_runs(section, count, key)
+        assert expand(runs, count) == [head_code(f) for f in expected]
+        # Runs are maximal: no two neighbours share a head.
+        assert all(runs[i + 1] != runs[i + 3] for i in range(0, len(runs) - 2, 2))
+        assert walk.fields(section, count, key) == expected
 
-    def head(field: bytes | None) -> bytes | None:
-        return None if field is None else field if size is None else field[:size]
 
-    assert field_heads(section, header.records_count, True, size) == [head(r.key) for r in decoded]
-    assert field_heads(section, header.records_count, False, size) == [
-        head(r.value) for r in decoded
-    ]
-
-
-@given(st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=10), st.data())
-def test_a_cut_or_corrupted_section_is_malformed_never_misread(values, data):
+@pytest.mark.parametrize("walk", WALKS)
+@given(
+    values=st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=10), data=st.data()
+)
+def test_a_cut_section_is_malformed_never_misread(walk, values, data):
     batch = build_batch([Record(1, None, v) for v in values])
     header = read_header(batch)
-    section = records_section(batch, header)
+    section = walk.records_section(batch, header.size, header.compression)
     cut = data.draw(st.integers(min_value=0, max_value=len(section) - 1))
-    with pytest.raises(MalformedRecords):
-        field_heads(section[:cut], header.records_count, False)
-    # One more record than the section holds.
-    with pytest.raises(MalformedRecords):
-        field_heads(section, header.records_count + 1, False)
+    for call in (walk.head_runs, walk.fields):
+        with pytest.raises((ValueError, IndexError)):
+            call(section[:cut], header.records_count, False)
+        # One more record than the section holds.
+        with pytest.raises((ValueError, IndexError)):
+            call(section, header.records_count + 1, False)
+
+
+def test_the_compiled_walk_is_the_one_in_use_where_it_was_built():
+    if not compiled.is_compiled(heads):
+        if os.environ.get("CI"):
+            pytest.fail("chronik.records.heads is not compiled: setup.py did not build it")
+        pytest.skip("chronik.records.heads runs interpreted here (no mypyc build)")
+    assert compiled.current(heads) is heads
+    assert not compiled.is_compiled(compiled.source_of(heads))

@@ -1,100 +1,113 @@
-"""The first bytes of each record's key or value, for checks that look at a field's
-head only (Confluent's schema id header). The records section of a batch (layout in
-chronik.records.batch) holds, per record:
-
-    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
-    keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
-    headerCount varint | headers
-
-Varints are zig-zag. This is a per-record loop on the produce path of a topic that opts
-in to schema validation: it steps over each record by its length, decodes no more than
-the varints before the field, and copies only the field's head. One- and two-byte varints
-(every length below 8 KiB) are read inline; longer ones by the general loop.
-"""
-
+# The first bytes of each record's key or value, for checks that look at a field's head
+# only (Confluent's schema id header). The records section of a batch (layout in
+# chronik.records.batch) holds, per record:
+#   length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+#   keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
+#   headerCount varint | headers
+# Varints are zig-zag.
+#
+# A field's head is coded as an int, so the walk allocates nothing per record:
+#   >= 0  the field's first five bytes, big-endian (byte 0 in bits 32-39)
+#   -1    a null field (HEAD_NULL)
+#   -2    a field shorter than five bytes (HEAD_SHORT)
+# and head_runs answers runs of equal heads ([first index, head, first index, head, ...]):
+# the records of a batch from one producer mostly share one header, so one run.
+#
+# This is the per-record loop on the produce path of a topic that opts in to schema
+# validation, so it is compiled with mypyc when the package is built (setup.py; `make`
+# rebuilds it when this file changes) and runs as plain Python where no compiler was at
+# hand. Kept free of classes and of third-party imports so the compiled and the
+# interpreted module behave the same; chronik.records.compiled picks whichever is current.
+# Malformed records raise ValueError, or IndexError where a field runs past the section.
 from __future__ import annotations
 
 from chronik.records import compression as codecs
-from chronik.records.batch import HEADER_SIZE, BatchHeader
+
+HEAD_NULL = -1
+HEAD_SHORT = -2
+_BATCH_HEADER_SIZE = 61  # chronik.records.batch.HEADER_SIZE
 
 
-class MalformedRecords(ValueError):
-    """A records section whose records do not parse (the CRC only says it arrived as sent)."""
-
-
-def records_section(batch: bytes | bytearray, header: BatchHeader) -> bytes:
-    """The records section of one batch, decompressed if the batch is compressed."""
-    body = memoryview(batch)[HEADER_SIZE : header.size]
-    if header.compression:
-        try:
-            return codecs.decompress(header.compression, body)
-        except Exception as exc:  # cramjam's DecompressionError, an unknown codec
-            raise MalformedRecords(f"cannot decompress records: {exc}") from None
+def records_section(batch: bytes | bytearray, size: int, codec: int) -> bytes:
+    """The records section of the batch of ``size`` bytes at the start of ``batch``,
+    decompressed with ``codec`` (0: none) as needed."""
+    body = memoryview(batch)[_BATCH_HEADER_SIZE:size]
+    if codec:
+        return codecs.decompress(codec, body)
     return bytes(body)
 
 
-def _long_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """(value, next position) of a varint at ``pos`` of any length (up to 10 bytes)."""
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """(value, next position) of the zig-zag varint at ``pos``, of any length."""
     z = 0
     shift = 0
     while True:
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
         b = buf[pos]
         pos += 1
         z |= (b & 0x7F) << shift
         if b < 0x80:
             return (z >> 1) ^ -(z & 1), pos
         shift += 7
-        if shift > 63:
-            raise MalformedRecords("varint longer than 10 bytes")
 
 
-def field_heads(section: bytes, count: int, key: bool, size: int | None = 5) -> list[bytes | None]:
-    """Per record, in batch order, the first ``size`` bytes of its key (``key``) or value
-    (the whole field when ``size`` is None, shorter if the field is); None for a null
-    field. MalformedRecords if the section does not hold ``count`` well-formed records."""
-    try:
-        return _heads(section, count, key, size if size is not None else len(section))
-    except IndexError:
-        raise MalformedRecords("record runs past the end of the batch") from None
+def _field_at(buf: bytes, pos: int, total: int, key: bool) -> tuple[int, int, int]:
+    """(field position, field length, record end) of the record at ``pos``."""
+    length, p = _varint(buf, pos)
+    end = p + length
+    if length < 1 or end > total:
+        raise ValueError("a record runs past its batch")
+    p += 1  # attributes
+    while buf[p] > 0x7F:  # timestamp delta
+        p += 1
+    p += 1
+    while buf[p] > 0x7F:  # offset delta
+        p += 1
+    p += 1
+    n, p = _varint(buf, p)
+    if not key:
+        if n > 0:
+            p += n
+        n, p = _varint(buf, p)
+    if n < -1 or p + n > end:
+        raise ValueError("a record's fields do not match its length")
+    return p, n, end
 
 
-def _heads(buf: bytes, count: int, key: bool, size: int) -> list[bytes | None]:
-    out: list[bytes | None] = []
-    append = out.append
+def head_runs(section: bytes, count: int, key: bool) -> list[int]:
+    """Runs of records whose key (``key``) or value has the same head code, in batch
+    order, flat: [first index, head, first index, head, ...]."""
+    # _field_at inlined, with one-byte varints read in place: the interpreted module
+    # runs this loop at half the cost of calling it per record.
+    runs: list[int] = []
+    buf = section
     total = len(buf)
+    last = -3
     pos = 0
-    for _ in range(count):
-        # Record length; p: the attributes byte.
+    for index in range(count):
         b = buf[pos]
         if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
             p = pos + 1
-            end = p + ((b >> 1) ^ -(b & 1))
         else:
-            c = buf[pos + 1]
-            if c < 0x80:
-                z = (b & 0x7F) | (c << 7)
-                p = pos + 2
-                end = p + ((z >> 1) ^ -(z & 1))
-            else:
-                length, p = _long_varint(buf, pos)
-                end = p + length
-        if end > total or end <= p:
-            raise MalformedRecords("record length out of the batch")
-        # The timestamp and offset deltas, stepped over.
-        p += 1
-        while buf[p] > 0x7F:
+            length, p = _varint(buf, pos)
+        end = p + length
+        if length < 1 or end > total:
+            raise ValueError("a record runs past its batch")
+        p += 1  # attributes
+        while buf[p] > 0x7F:  # timestamp delta
             p += 1
         p += 1
-        while buf[p] > 0x7F:
+        while buf[p] > 0x7F:  # offset delta
             p += 1
         p += 1
-        # Key length, then (for the value) the key stepped over and the value length.
         b = buf[p]
         if b < 0x80:
             n = (b >> 1) ^ -(b & 1)
             p += 1
         else:
-            n, p = _long_varint(buf, p)
+            n, p = _varint(buf, p)
         if not key:
             if n > 0:
                 p += n
@@ -103,22 +116,36 @@ def _heads(buf: bytes, count: int, key: bool, size: int) -> list[bytes | None]:
                 n = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                c = buf[p + 1]
-                if c < 0x80:
-                    z = (b & 0x7F) | (c << 7)
-                    n = (z >> 1) ^ -(z & 1)
-                    p += 2
-                else:
-                    n, p = _long_varint(buf, p)
-        if p + n > end:
-            raise MalformedRecords("record length does not match its fields")
-        if n >= size:
-            append(buf[p : p + size])
-        elif n >= 0:
-            append(buf[p : p + n])
+                n, p = _varint(buf, p)
+        if n < -1 or p + n > end:
+            raise ValueError("a record's fields do not match its length")
+        if n >= 5:
+            head = (
+                (buf[p] << 32)
+                | (buf[p + 1] << 24)
+                | (buf[p + 2] << 16)
+                | (buf[p + 3] << 8)
+                | buf[p + 4]
+            )
         elif n == -1:
-            append(None)
+            head = HEAD_NULL
         else:
-            raise MalformedRecords(f"field length {n}")
+            head = HEAD_SHORT
+        if head != last:
+            runs.append(index)
+            runs.append(head)
+            last = head
+        pos = end
+    return runs
+
+
+def fields(section: bytes, count: int, key: bool) -> list[bytes | None]:
+    """Every record's key (``key``) or value, in batch order; None for a null one."""
+    out: list[bytes | None] = []
+    total = len(section)
+    pos = 0
+    for _ in range(count):
+        p, n, end = _field_at(section, pos, total, key)
+        out.append(None if n < 0 else section[p : p + n])
         pos = end
     return out

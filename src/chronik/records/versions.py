@@ -13,19 +13,15 @@
 # carry no version (a client's chronik-version header is dropped from them too).
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import logging
 import struct
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
 from crc32c import crc32c
 
+from chronik.records import compiled, stamping
 from chronik.records import compression as codecs
-from chronik.records import stamping
 from chronik.records.batch import (
     CORRUPT_MESSAGE,
     CRC_START,
@@ -38,8 +34,6 @@ from chronik.records.batch import (
 )
 from chronik.records.reader import DecodedRecord
 from chronik.records.stamping import EXPECTED_HEADER, VERSION_HEADER, key_text, parse_version
-
-log = logging.getLogger("chronik.records")
 
 __all__ = [
     "EXPECTED_HEADER", "VERSION_HEADER", "Stamped", "VersionError", "header_version",
@@ -68,41 +62,13 @@ class Stamped(NamedTuple):
 
 def stamping_source() -> ModuleType:
     """chronik.records.stamping's source run interpreted, whether or not it is compiled."""
-    source = Path(stamping.__file__ or "").with_name("stamping.py")
-    spec = importlib.util.spec_from_file_location("chronik.records._stamping_source", source)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {source}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return compiled.source_of(stamping)
 
 
-def is_compiled(module: ModuleType) -> bool:
-    return not (module.__file__ or "").endswith(".py")
+is_compiled = compiled.is_compiled
 
 
-def _current_stamping() -> ModuleType:
-    """The compiled stamping module, unless it was built from another version of its
-    source (a checkout edited and not reinstalled): then the source, with a warning."""
-    if not is_compiled(stamping):
-        return stamping
-    source = Path(stamping.__file__ or "").with_name("stamping.py")
-    try:
-        built = source.with_name(source.name + ".sha256").read_text().strip()
-        current = hashlib.sha256(source.read_bytes()).hexdigest()
-    except OSError:
-        return stamping  # installed without its source or digest: it is what was built
-    if built == current:
-        return stamping
-    log.warning(
-        "chronik.records.stamping was compiled from an older version of %s: running the "
-        "source instead (slower; `make deps` or `pip install -e .` compiles it again)",
-        source,
-    )
-    return stamping_source()
-
-
-stamp_records = _current_stamping().stamp_records
+stamp_records = compiled.current(stamping).stamp_records
 
 
 def header_version(record: DecodedRecord) -> int | None:
