@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from chronik.records import compiled, heads
 from chronik.records.batch import read_header
 from chronik.records.builder import Record, build_batch
-from chronik.records.compression import GZIP, LZ4, NONE, ZSTD
+from chronik.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from chronik.records.reader import iter_records
 from chronik.schemas import subject_names, wire
 
@@ -144,7 +144,7 @@ def expand(runs: list[int], count: int) -> list[int]:
 
 
 @pytest.mark.parametrize("walk", WALKS)
-@given(recs=records, codec=st.sampled_from([NONE, GZIP, LZ4, ZSTD]))
+@given(recs=records, codec=st.sampled_from([NONE, GZIP, SNAPPY, LZ4, ZSTD]))
 def test_head_runs_and_fields_match_the_full_record_reader(walk, recs, codec):
     batch = build_batch(
         [Record(ts, key, value, tuple(headers)) for ts, key, value, headers in recs],
