@@ -464,3 +464,47 @@ def test_a_broker_without_the_registry_refuses_opted_in_topics(tmp_path):
         create_topic(bootstrap, plain)
         assert _one(bootstrap, plain, b"anything") is None
         assert _end_offset(bootstrap, topic) == 0
+
+
+def test_an_id_this_broker_has_not_read_yet_is_caught_up_before_refusing(registry_broker):
+    """A schema record appended to _schemas and, in the same Produce request, a record
+    with its id: the handler appends the first, and the check of the second finds the id
+    unknown to the registry (which has not read the record: nothing ran in between), lets
+    it catch up once, and takes the record. An id still unknown after that is refused."""
+    from chronik.registry import topic_format as fmt
+
+    bootstrap, url = registry_broker
+    topic = topic_name("catchup")
+    create_topic(bootstrap, topic, **VALUE_ON)
+    subject = f"{topic}-value"
+    _register(url, f"{topic}-other", ORDER)  # _schemas exists, with a leader
+    schema_id = 7_000_001
+    value = fmt.SchemaValue(subject, 1, schema_id, "AVRO", ORDER)
+    schemas_batch = build_batch([Record(1, fmt.schema_key(subject, 1), fmt.schema_value(value))])
+    records = build_batch(
+        [Record(2, None, wire.header(schema_id) + b"\x02"), Record(3, None, None)]
+    )
+    with RawClient(bootstrap) as raw:
+        request = produce.ProduceRequest(
+            acks=-1,
+            timeout=datetime.timedelta(seconds=30),
+            topic_data=(
+                produce.TopicProduceData(
+                    name="_schemas",
+                    partition_data=(produce.PartitionProduceData(index=0, records=schemas_batch),),
+                ),
+                produce.TopicProduceData(
+                    name=topic,
+                    partition_data=(produce.PartitionProduceData(index=0, records=records),),
+                ),
+            ),
+        )
+        answers = raw.request(request).responses
+    codes = {t.name: [int(p.error_code) for p in t.partition_responses] for t in answers}
+    assert codes == {"_schemas": [0], topic: [0]}
+    assert _end_offset(bootstrap, topic) == 2
+    status, got, _ = call(f"{url}/schemas/ids/{schema_id}")
+    assert status == 200, got
+    part = _raw_produce(bootstrap, topic, build_batch([Record(4, None, wire.header(7_000_002))]))
+    assert int(part.error_code) == INVALID_RECORD
+    assert part.record_errors[0].batch_index_error_message == "value: unknown schema id 7000002"
