@@ -31,7 +31,9 @@ A broker without a copy forwards reads too.
 Security: with an authorizer or a SASL listener, every request needs HTTP Basic
 credentials of a SCRAM user (as the event store's API). ACLs, on the topic ``_schemas``:
 reads, lookups and compatibility checks need DESCRIBE; registering and deleting schemas
-WRITE; changing a config or a mode ALTER_CONFIGS.
+WRITE; changing a config or a mode ALTER_CONFIGS. Refusals are Confluent's: 401 with
+error code 40101 (and a Basic challenge) for missing or wrong credentials, 403 with 40301
+for a missing ACL.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ ACCEPTED_TYPES = (
 FORWARDED = "chronik-forwarded"
 OFFSET_HEADER = "chronik-schemas-offset"
 READ_YOUR_WRITE_SECONDS = 5.0
+# Confluent's codes for a refused request: 40101 no or wrong credentials, 40301 an ACL.
+CONFLUENT_AUTH_CODES = {401: 40101, 403: 40301}
 
 DEFAULTS = {
     "http.max.connections": "256",
@@ -160,7 +164,7 @@ class SchemaRegistryApi:
                 {"Content-Type": CONTENT_TYPE},
             )
         except HttpError as exc:
-            code = exc.status * 100 if exc.status in (401, 403) else exc.status
+            code = CONFLUENT_AUTH_CODES.get(exc.status, exc.status)
             return (
                 exc.status,
                 _json({"error_code": code, "message": exc.body["message"]}),
