@@ -179,7 +179,8 @@ def _list(registry: Registry, args: argparse.Namespace) -> int:
     names = registry.call(lambda c: c.get_subjects(prefix, deleted=args.deleted))
     gone: set[str] = set()
     if args.deleted:
-        gone = set(registry.call(lambda c: c.get_subjects(prefix, deleted_only=True)))
+        # The ones not among the live: every registry tells these apart the same way.
+        gone = set(names) - set(registry.call(lambda c: c.get_subjects(prefix)))
     for name in sorted(names):
         print(f"{name}  (deleted)" if name in gone else name)
     return 0

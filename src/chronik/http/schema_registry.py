@@ -292,7 +292,7 @@ class SchemaRegistryApi:
             _allow(method, "GET")
             prefix = query.get("subjectPrefix", "")
             names = reg.state.subject_names(
-                deleted=_flag(query, "deleted"), deleted_only=_flag(query, "deletedOnly")
+                deleted=_flag(query, "deleted"), deleted_only=_deleted_only(query)
             )
             return 200, [n for n in names if n.startswith(prefix)], {}
         subject = rest[0]
@@ -314,7 +314,7 @@ class SchemaRegistryApi:
             _allow(method, "GET", "POST")
             if method == "GET":
                 versions = reg.versions(
-                    subject, _flag(query, "deleted"), _flag(query, "deletedOnly")
+                    subject, _flag(query, "deleted"), _deleted_only(query)
                 )
                 return 200, versions, {}
             body = _body(request)
@@ -424,6 +424,11 @@ def _allow(method: str, *methods: str) -> None:
 
 def _flag(query: dict[str, str], name: str) -> bool:
     return query.get(name, "false").lower() == "true"
+
+
+def _deleted_only(query: dict[str, str]) -> bool:
+    # confluent-kafka's Python client spells Confluent's deletedOnly as deleted_only.
+    return _flag(query, "deletedOnly") or _flag(query, "deleted_only")
 
 
 def _int_id(text: str) -> int:
