@@ -313,9 +313,7 @@ class SchemaRegistryApi:
         if len(rest) == 2:
             _allow(method, "GET", "POST")
             if method == "GET":
-                versions = reg.versions(
-                    subject, _flag(query, "deleted"), _deleted_only(query)
-                )
+                versions = reg.versions(subject, _flag(query, "deleted"), _deleted_only(query))
                 return 200, versions, {}
             body = _body(request)
             schema_type, text, refs = _schema_of(body)
