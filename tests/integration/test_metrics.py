@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
@@ -109,3 +110,47 @@ def test_sasl_authentications_are_counted(tmp_path) -> None:
         name = "chronik_sasl_authentications_total"
         assert samples[f'{name}{{mechanism="SCRAM-SHA-256",result="success"}}'] >= 1
         assert samples[f'{name}{{mechanism="PLAIN",result="failure"}}'] >= 1
+
+
+def test_schema_registry_metrics(tmp_path) -> None:
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    config = {"schema.registry.listen": "127.0.0.1:0"}
+    with EmbeddedBroker(tmp_path / "data", config=config, metrics_listen="127.0.0.1:0") as embedded:
+        port = embedded.broker.metrics_port
+        client = SchemaRegistryClient({"url": embedded.broker.registry_api.url})
+
+        def record(name: str, *fields: str) -> Schema:
+            columns = [{"name": f, "type": "int", "default": 0} for f in fields]
+            return Schema(json.dumps({"type": "record", "name": name, "fields": columns}), "AVRO")
+
+        client.register_schema("orders-value", record("Order", "a"))
+        client.register_schema("orders-value", record("Order", "a", "b"))
+        client.register_schema("users-value", record("User", "a"))
+        client.register_schema("copies-value", record("User", "a"))  # the same schema: no new id
+        client.delete_subject("users-value")
+        samples = scrape(port)
+        assert samples["chronik_schema_registry_subjects"] == 2
+        assert samples["chronik_schema_registry_schemas"] == 3
+        assert samples['chronik_schema_registry_versions{state="live"}'] == 3
+        assert samples['chronik_schema_registry_versions{state="deleted"}'] == 1
+        assert samples["chronik_schema_registry_primary"] == 1
+        assert samples["chronik_schema_registry_forwarded_writes_total"] == 0
+        assert samples["chronik_schema_registry_bad_records_total"] == 0
+        # A record any client may write to _schemas that is not in the registry's format.
+        producer = Producer({"bootstrap.servers": embedded.bootstrap, "acks": "all"})
+        producer.produce("_schemas", key=b"not json", value=b"{}")
+        producer.produce("_schemas", key=b'{"keytype": "NOPE", "magic": 0}', value=b"{}")
+        assert producer.flush(15) == 0
+        deadline = time.monotonic() + 10
+        while scrape(port)["chronik_schema_registry_bad_records_total"] < 2:
+            assert time.monotonic() < deadline, "the registry did not read the bad records"
+            time.sleep(0.1)
+        # The registry is unharmed by them.
+        assert client.get_latest_version("orders-value").version == 2
+        assert scrape(port)["chronik_schema_registry_subjects"] == 2
+
+
+def test_no_registry_no_registry_metrics(tmp_path) -> None:
+    with EmbeddedBroker(tmp_path / "data", metrics_listen="127.0.0.1:0") as embedded:
+        assert not any("schema_registry" in name for name in scrape(embedded.broker.metrics_port))
