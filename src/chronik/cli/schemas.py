@@ -210,7 +210,7 @@ def _show(registry: Registry, args: argparse.Namespace) -> int:
         print(f"id:         {found.schema_id}")
         print(f"type:       {schema.schema_type or 'AVRO'}")
     refs = schema.references or []
-    print("references: " + ("(none)" if not refs else ""))
+    print("references: (none)" if not refs else "references:")
     for ref in refs:
         print(f"  {ref.name} = {ref.subject}:{ref.version}")
     print("schema:")
