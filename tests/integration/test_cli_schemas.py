@@ -3,7 +3,10 @@ schema registry; what it did is read back with confluent-kafka's SchemaRegistryC
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -309,3 +312,23 @@ def test_registry_url_from_the_environment(url: str, files: Path) -> None:
         env={"CHRONIK_SCHEMA_REGISTRY_URL": "http://127.0.0.1:1"},
     )
     assert done.returncode == 0 and subject in done.lines
+
+
+def test_something_that_is_not_a_registry(tmp_path: Path, files: Path) -> None:
+    """A web server that is not a registry: an HTML 404 and a 200 that is not JSON both
+    end in one line, never a traceback."""
+    (tmp_path / "subjects").write_text("<html>a page, not a registry</html>\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        web = f"http://127.0.0.1:{server.server_address[1]}"
+        assert "is --registry-url a schema registry?" in fails("list", url=web)
+        error = fails("show", "x", url=web)
+        assert error.endswith("(HTTP status 404)"), error
+        error = fails("check", "x", str(files / "user-v1.avsc"), url=web)
+        assert "(HTTP status 501)" in error or "(HTTP status 405)" in error, error
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -36,6 +36,8 @@ READ_TIMEOUT = 30.0
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 # A larger answer than this is not a registry's: refuse it rather than hold it.
 MAX_ANSWER_BYTES = 64 << 20
+# A refusal is printed on one line: a registry's messages are short, a web page is not.
+MAX_MESSAGE_CHARS = 2000
 
 T = TypeVar("T")
 
@@ -134,6 +136,12 @@ class Registry:
             return operation(self.client)
         except SchemaRegistryError as exc:
             raise refusal(exc.http_status_code, exc.error_code, exc.error_message) from None
+        except json.JSONDecodeError:
+            raise not_a_registry() from None
+        except KeyError as exc:
+            raise CliError(
+                f"the answer has no {exc}: is --registry-url a schema registry?"
+            ) from None
         except httpx.TimeoutException:
             raise self.unreachable("no answer in time") from None
         except httpx.TransportError as exc:
@@ -192,6 +200,8 @@ def _httpx() -> Any:
 def refusal(status: int, code: int | None, message: str) -> CliError:
     """The registry's own error, as one line with Confluent's error code."""
     text = " ".join(str(message).split())
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS] + "..."
     if code is None or code == -1:
         return CliError(f"{text} (HTTP status {status})")
     return CliError(f"{text} (error code {code})")
@@ -203,4 +213,8 @@ def _decode(payload: bytes) -> Any:
     try:
         return json.loads(payload)
     except ValueError:
-        raise CliError("the registry's answer is not JSON: is --registry-url a registry?") from None
+        raise not_a_registry() from None
+
+
+def not_a_registry() -> CliError:
+    return CliError("the answer is not JSON: is --registry-url a schema registry?")

@@ -52,8 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.required = True
 
     def action(name: str, summary: str) -> argparse.ArgumentParser:
-        child = sub.add_parser(name, help=summary, description=summary)
-        return child
+        return sub.add_parser(name, help=summary, description=summary)
 
     ls = action("list", "list subjects")
     ls.add_argument("--prefix", default="", metavar="P", help="only subjects starting with P")
@@ -61,8 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     show = action("show", "a subject's version, or a schema by its id")
     show.add_argument("subject", nargs="?", metavar="SUBJECT")
-    show.add_argument("--version", type=version_spec, default="latest", metavar="V")
-    show.add_argument("--id", type=schema_id, default=None, metavar="ID")
+    show.add_argument(
+        "--version", type=version_spec, default="latest", metavar="V", help="(default latest)"
+    )
+    show.add_argument("--id", type=schema_id, default=None, metavar="ID", help="a schema by id")
 
     register = action("register", "register a schema file under a subject; prints its id")
     register.add_argument("subject", metavar="SUBJECT")
@@ -99,13 +100,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     config = action("config", "the compatibility level, global or a subject's")
     config.add_argument("subject", nargs="?", metavar="SUBJECT")
     change = config.add_mutually_exclusive_group()
-    change.add_argument("--set", type=str.upper, choices=LEVELS, default=None, metavar="LEVEL")
+    change.add_argument(
+        "--set",
+        type=str.upper,
+        choices=LEVELS,
+        default=None,
+        metavar="LEVEL",
+        help=", ".join(LEVELS),
+    )
     change.add_argument("--delete", action="store_true", help="remove the level set here")
 
     mode = action("mode", "the registry's mode, global or a subject's")
     mode.add_argument("subject", nargs="?", metavar="SUBJECT")
     change = mode.add_mutually_exclusive_group()
-    change.add_argument("--set", type=str.upper, choices=MODES, default=None, metavar="MODE")
+    change.add_argument(
+        "--set", type=str.upper, choices=MODES, default=None, metavar="MODE", help=", ".join(MODES)
+    )
     change.add_argument("--delete", action="store_true", help="remove the subject's own mode")
     mode.add_argument(
         "--force", action="store_true", help="IMPORT even where schemas are registered"
@@ -113,7 +123,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     delete = action("delete", "delete a subject or one version (soft, then --permanent)")
     delete.add_argument("subject", metavar="SUBJECT")
-    delete.add_argument("--version", type=version_spec, default=None, metavar="V")
+    delete.add_argument(
+        "--version", type=version_spec, default=None, metavar="V", help="only this version"
+    )
     delete.add_argument("--permanent", action="store_true", help="hard-delete (after a soft one)")
 
     for child in sub.choices.values():
