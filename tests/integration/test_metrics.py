@@ -7,6 +7,7 @@ import re
 import time
 import urllib.request
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from chronik.broker.embedded import EmbeddedBroker
@@ -154,3 +155,63 @@ def test_schema_registry_metrics(tmp_path) -> None:
 def test_no_registry_no_registry_metrics(tmp_path) -> None:
     with EmbeddedBroker(tmp_path / "data", metrics_listen="127.0.0.1:0") as embedded:
         assert not any("schema_registry" in name for name in scrape(embedded.broker.metrics_port))
+
+
+@pytest.mark.slow
+def test_schema_registry_primary_and_forwarded_writes_in_a_cluster(zookeeper, tmp_path) -> None:
+    """Two brokers of one cluster, each serving the registry: the leader of _schemas-0 says
+    it is the primary, and the other counts the writes it forwarded to it."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from .cluster_support import DEFAULT_CONFIG
+
+    chroot = f"/chronik-metrics-{time.monotonic_ns()}"
+    common = {
+        **DEFAULT_CONFIG,
+        "zookeeper.connect": f"{zookeeper.connect}{chroot}",
+        "default.replication.factor": "2",
+        "offsets.topic.replication.factor": "2",
+        "schema.registry.listen": "127.0.0.1:0",
+    }
+    brokers = {
+        i: EmbeddedBroker(
+            tmp_path / f"broker-{i}",
+            config={**common, "broker.id": str(i)},
+            metrics_listen="127.0.0.1:0",
+        ).start()
+        for i in (1, 2)
+    }
+    try:
+        schema = Schema(json.dumps({"type": "record", "name": "R", "fields": []}), "AVRO")
+        deadline = time.monotonic() + 60
+        while True:  # the first write creates _schemas; until it has a leader, a 5xx
+            try:
+                SchemaRegistryClient({"url": brokers[1].broker.registry_api.url}).register_schema(
+                    "first-value", schema
+                )
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "the registry never took a write"
+                time.sleep(0.5)
+        primary = {i: scrape(b.broker.metrics_port) for i, b in brokers.items()}
+        leader = [i for i, s in primary.items() if s["chronik_schema_registry_primary"] == 1]
+        assert len(leader) == 1, primary
+        other = 3 - leader[0]
+        assert primary[other]["chronik_schema_registry_primary"] == 0
+        before = primary[other]["chronik_schema_registry_forwarded_writes_total"]
+        client = SchemaRegistryClient({"url": brokers[other].broker.registry_api.url})
+        for n in range(3):
+            client.register_schema(f"via-follower-{n}-value", schema)
+        after = scrape(brokers[other].broker.metrics_port)
+        assert after["chronik_schema_registry_forwarded_writes_total"] == before + 3
+        on_primary = scrape(brokers[leader[0]].broker.metrics_port)
+        assert on_primary["chronik_schema_registry_forwarded_writes_total"] == 0
+        # Both copies agree on what was written.
+        for b in brokers.values():
+            deadline = time.monotonic() + 15
+            while scrape(b.broker.metrics_port)["chronik_schema_registry_subjects"] < 4:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+    finally:
+        for b in brokers.values():
+            b.close()
