@@ -277,6 +277,7 @@ def test_errors_are_one_line(url: str, files: Path, tmp_path: Path) -> None:
     fails("show", url=url, code=2)
     fails("show", "s", "--id", "1", url=url, code=2)
     fails("show", "s", "--version", "0", url=url, code=2)
+    fails("show", "--id", "1", "--version", "2", url=url, code=2)
     fails("list", "--user", "alice", url=url, code=2)
     fails("list", url="ftp://127.0.0.1:1", code=2)
     # Nothing listening: one line naming the URL, quickly (no retry loop).

@@ -201,6 +201,8 @@ def _list(registry: Registry, args: argparse.Namespace) -> int:
 def _show(registry: Registry, args: argparse.Namespace) -> int:
     if (args.subject is None) == (args.id is None):
         raise CliError("show wants a SUBJECT or --id ID (one of them)", 2)
+    if args.id is not None and args.version != "latest":
+        raise CliError("--version goes with a SUBJECT, not with --id", 2)
     if args.id is not None:
         schema = registry.call(lambda c: c.get_schema(args.id))
         uses = registry.call(lambda c: c.get_schema_versions(args.id))
