@@ -508,3 +508,43 @@ def test_an_id_this_broker_has_not_read_yet_is_caught_up_before_refusing(registr
     part = _raw_produce(bootstrap, topic, build_batch([Record(4, None, wire.header(7_000_002))]))
     assert int(part.error_code) == INVALID_RECORD
     assert part.record_errors[0].batch_index_error_message == "value: unknown schema id 7000002"
+
+
+def test_json_schema_titles_name_the_record(registry_broker):
+    """TopicRecordNameStrategy with JSON Schema: confluent-kafka's JSONSerializer registers
+    under <topic>-<title>, and the broker looks there; a schema without a title names no
+    record, so its records are refused."""
+    from confluent_kafka.schema_registry import topic_record_subject_name_strategy
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+
+    bootstrap, url = registry_broker
+    topic = topic_name("jsonschema")
+    create_topic(
+        bootstrap,
+        topic,
+        **VALUE_ON,
+        **{"confluent.value.subject.name.strategy": "TopicRecordNameStrategy"},
+    )
+    schema = json.dumps(
+        {
+            "title": "Payment",
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}},
+            "required": ["amount"],
+        }
+    )
+    serializer = JSONSerializer(
+        schema,
+        SchemaRegistryClient({"url": url}),
+        conf={"subject.name.strategy": topic_record_subject_name_strategy},
+    )
+    value = serializer({"amount": 5}, SerializationContext(topic, MessageField.VALUE))
+    status, versions, _ = call(f"{url}/subjects/{topic}-Payment/versions")
+    assert status == 200 and versions == [1], versions
+    assert _one(bootstrap, topic, value) is None
+    untitled = _register(url, f"{topic}-value", json.dumps({"type": "object"}), "JSON")
+    reason = _refusal(bootstrap, topic, wire.header(untitled) + b"{}")
+    assert (
+        f"value: schema id {untitled} (JSON) names no record for TopicRecordNameStrategy" in reason
+    )
+    assert _end_offset(bootstrap, topic) == 1
