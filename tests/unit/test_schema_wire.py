@@ -156,28 +156,34 @@ def test_head_runs_and_fields_match_the_full_record_reader(walk, recs, codec):
     count = header.records_count
     for key in (True, False):
         expected = [r.key if key else r.value for r in decoded]
-        runs = walk.head_runs(section, count, key)
+        runs = walk.head_runs(*section, count, key)
         assert expand(runs, count) == [head_code(f) for f in expected]
         # Runs are maximal: no two neighbours share a head.
         assert all(runs[i + 1] != runs[i + 3] for i in range(0, len(runs) - 2, 2))
-        assert walk.fields(section, count, key) == expected
+        assert walk.fields(*section, count, key) == expected
 
 
 @pytest.mark.parametrize("walk", WALKS)
 @given(
-    values=st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=10), data=st.data()
+    values=st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=10),
+    codec=st.sampled_from([NONE, LZ4]),
+    data=st.data(),
 )
-def test_a_cut_section_is_malformed_never_misread(walk, values, data):
-    batch = build_batch([Record(1, None, v) for v in values])
+def test_a_cut_section_is_malformed_never_misread(walk, values, codec, data):
+    batch = build_batch([Record(1, None, v) for v in values], compression=codec)
     header = read_header(batch)
-    section = walk.records_section(batch, header.size, header.compression)
-    cut = data.draw(st.integers(min_value=0, max_value=len(section) - 1))
+    buf, start, end = walk.records_section(batch, header.size, header.compression)
+    end = len(buf) if end < 0 else end
+    cut = data.draw(st.integers(min_value=start, max_value=end - 1))
     for call in (walk.head_runs, walk.fields):
-        with pytest.raises((ValueError, IndexError)):
-            call(section[:cut], header.records_count, False)
+        # The section cut short, in a buffer that ends there and in one that goes on.
+        for section in ((buf[:cut], start, -1), (buf, start, cut)):
+            with pytest.raises((ValueError, IndexError)):
+                call(*section, header.records_count, False)
         # One more record than the section holds.
         with pytest.raises((ValueError, IndexError)):
-            call(section, header.records_count + 1, False)
+            call(buf, start, end, header.records_count + 1, False)
+        assert len(call(buf, start, end, header.records_count, False)) >= 1
 
 
 def test_the_compiled_walk_is_the_one_in_use_where_it_was_built():

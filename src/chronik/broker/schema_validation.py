@@ -80,9 +80,16 @@ class SchemaValidator:
             self._verdicts.clear()
 
     async def check(
-        self, batch: bytearray, header: BatchHeader, topic: str, partition: int, config: LogConfig
+        self,
+        batch: bytes | bytearray | memoryview,
+        header: BatchHeader,
+        topic: str,
+        partition: int,
+        config: LogConfig,
     ) -> None:
-        """Raise InvalidBatch unless every record of the batch passes."""
+        """Raise InvalidBatch unless every record of the batch passes. Given bytes (the
+        request's, as kio decodes them) the walk reads them in place; anything else is
+        copied once (the compiled walk reads bytes only)."""
         registry = self.registry
         if registry is None:
             which = [
@@ -100,13 +107,14 @@ class SchemaValidator:
             )
         count = header.records_count
         try:
-            section = _heads.records_section(batch, header.size, header.compression)
+            data = batch if isinstance(batch, bytes) else bytes(batch)
+            section = _heads.records_section(data, header.size, header.compression)
             fields = []
             if config.key_schema_validation:
-                runs = _heads.head_runs(section, count, True)
+                runs = _heads.head_runs(*section, count, True)
                 fields.append((True, config.key_subject_name_strategy, runs))
             if config.value_schema_validation:
-                runs = _heads.head_runs(section, count, False)
+                runs = _heads.head_runs(*section, count, False)
                 fields.append((False, config.value_subject_name_strategy, runs))
         except Exception as exc:  # malformed records, or a codec that fails on them
             raise InvalidBatch(errors.CORRUPT_MESSAGE, f"malformed records: {exc}") from None
@@ -129,7 +137,7 @@ class SchemaValidator:
         self,
         registry: SchemaRegistry,
         topic: str,
-        section: bytes,
+        section: tuple[bytes, int, int],
         count: int,
         fields: list[tuple[bool, str, list[int]]],
     ) -> tuple[dict[int, str], bool]:
@@ -164,7 +172,7 @@ class SchemaValidator:
                     verdict: Refusal | None
                     if isinstance(run_verdict, _PerRecord):
                         if whole is None:
-                            whole = _heads.fields(section, count, is_key)
+                            whole = _heads.fields(*section, count, is_key)
                         field = whole[index] or b""
                         verdict = self._message_verdict(registry, topic, is_key, strategy, field)
                         if verdict is None:

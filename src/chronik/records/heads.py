@@ -28,13 +28,13 @@ HEAD_SHORT = -2
 _BATCH_HEADER_SIZE = 61  # chronik.records.batch.HEADER_SIZE
 
 
-def records_section(batch: bytes | bytearray, size: int, codec: int) -> bytes:
-    """The records section of the batch of ``size`` bytes at the start of ``batch``,
-    decompressed with ``codec`` (0: none) as needed."""
-    body = memoryview(batch)[_BATCH_HEADER_SIZE:size]
+def records_section(batch: bytes, size: int, codec: int) -> tuple[bytes, int, int]:
+    """(buffer, start, end) of the records section of the batch of ``size`` bytes at the
+    start of ``batch``: the batch itself when uncompressed (a copy would cost more than
+    the walk), else the section decompressed with ``codec``."""
     if codec:
-        return codecs.decompress(codec, body)
-    return bytes(body)
+        return codecs.decompress(codec, memoryview(batch)[_BATCH_HEADER_SIZE:size]), 0, -1
+    return batch, _BATCH_HEADER_SIZE, size
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -75,16 +75,17 @@ def _field_at(buf: bytes, pos: int, total: int, key: bool) -> tuple[int, int, in
     return p, n, end
 
 
-def head_runs(section: bytes, count: int, key: bool) -> list[int]:
-    """Runs of records whose key (``key``) or value has the same head code, in batch
-    order, flat: [first index, head, first index, head, ...]."""
+def head_runs(section: bytes, start: int, end: int, count: int, key: bool) -> list[int]:
+    """Runs of records of the section at [start, end) of ``section`` (end -1: its end)
+    whose key (``key``) or value has the same head code, in batch order, flat:
+    [first index, head, first index, head, ...]."""
     # _field_at inlined, with one-byte varints read in place: the interpreted module
     # runs this loop at half the cost of calling it per record.
     runs: list[int] = []
     buf = section
-    total = len(buf)
+    total = len(buf) if end < 0 else end
     last = -3
-    pos = 0
+    pos = start
     for index in range(count):
         b = buf[pos]
         if b < 0x80:
@@ -92,8 +93,8 @@ def head_runs(section: bytes, count: int, key: bool) -> list[int]:
             p = pos + 1
         else:
             length, p = _varint(buf, pos)
-        end = p + length
-        if length < 1 or end > total:
+        stop = p + length
+        if length < 1 or stop > total:
             raise ValueError("a record runs past its batch")
         p += 1  # attributes
         while buf[p] > 0x7F:  # timestamp delta
@@ -117,7 +118,7 @@ def head_runs(section: bytes, count: int, key: bool) -> list[int]:
                 p += 1
             else:
                 n, p = _varint(buf, p)
-        if n < -1 or p + n > end:
+        if n < -1 or p + n > stop:
             raise ValueError("a record's fields do not match its length")
         if n >= 5:
             head = (
@@ -135,17 +136,18 @@ def head_runs(section: bytes, count: int, key: bool) -> list[int]:
             runs.append(index)
             runs.append(head)
             last = head
-        pos = end
+        pos = stop
     return runs
 
 
-def fields(section: bytes, count: int, key: bool) -> list[bytes | None]:
-    """Every record's key (``key``) or value, in batch order; None for a null one."""
+def fields(section: bytes, start: int, end: int, count: int, key: bool) -> list[bytes | None]:
+    """Every key (``key``) or value of the records at [start, end) of ``section`` (end -1:
+    its end), in batch order; None for a null one."""
     out: list[bytes | None] = []
-    total = len(section)
-    pos = 0
+    total = len(section) if end < 0 else end
+    pos = start
     for _ in range(count):
-        p, n, end = _field_at(section, pos, total, key)
+        p, n, stop = _field_at(section, pos, total, key)
         out.append(None if n < 0 else section[p : p + n])
-        pos = end
+        pos = stop
     return out

@@ -126,7 +126,8 @@ async def handle(
                 if log_config.compact:
                     _check_keys(batch, name, index)
                 if log_config.schema_validation:
-                    await broker.schema_validator.check(batch, header, name, index, log_config)
+                    # The bytes as they came (the same as the batch until it is stamped).
+                    await broker.schema_validator.check(records, header, name, index, log_config)
                 codec = target_codec(log_config.compression_type)
                 if codec is not None and codec != header.compression:
                     batch, header = recompress(batch, header, codec)
