@@ -1,0 +1,220 @@
+"""Schema'd keys and values of a read batch decoded into typed Arrow columns.
+
+Each record is decoded with its own writer schema (the id in its Confluent header, fetched
+once per id and process) and resolved to the topic's reader schema: Avro by Avro's schema
+resolution (fields the writer lacks take the reader's defaults), Protobuf by parsing the
+bytes as the reader's message of the same name, JSON by mapping the document onto the
+reader's type. The per-record work is the decode itself; the binary column is read out and
+the typed column built by Arrow's converters, with no pandas rows between.
+
+A record that does not decode (no magic byte, an unknown id, a corrupt body, a value that
+does not fit the column) fails the read with its topic, partition, offset and cause, or with
+``decodeErrorMode=null`` becomes null, its bytes kept in ``<column>_raw``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+
+from chronik.schemas.types import SchemaError, ValueMismatch
+from chronik.spark import wire_format
+from chronik.spark.registry_client import FetchedSchema, RegistryError, client_for
+from chronik.spark.schema_options import ColumnPlan, DecodePlan, mapped_type, subject_schema
+from chronik.spark.schema_types import Mapped
+
+_ERRORS = (
+    wire_format.FramingError,
+    RegistryError,
+    SchemaError,
+    ValueMismatch,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    UnicodeDecodeError,
+    ProtobufDecodeError,
+)
+
+
+class DecodeError(RuntimeError):
+    pass
+
+
+class _TopicReader:
+    """Decodes one topic's column: payload bytes -> the Python value Arrow takes."""
+
+    def __init__(self, url: str, schema_type: str, reader: FetchedSchema, mapped: Mapped):
+        self.client = client_for(url)
+        self.schema_type = schema_type
+        self.reader = reader
+        self.convert = mapped.convert
+        self.writers: dict[int, Callable[[bytes], Any]] = {}
+
+    def decode(self, data: bytes) -> Any:
+        schema_id, start = wire_format.split(data)
+        decode = self.writers.get(schema_id)
+        if decode is None:
+            decode = self.writers[schema_id] = self._decoder(schema_id)
+        value = decode(data) if self.schema_type == "PROTOBUF" else decode(data[start:])
+        return self.convert(value) if self.convert is not None else value
+
+    def _decoder(self, schema_id: int) -> Callable[[bytes], Any]:
+        writer = self.client.schema(schema_id)
+        if writer.schema_type != self.schema_type:
+            raise SchemaError(
+                f"schema id {schema_id} is {writer.schema_type}, not {self.schema_type}"
+            )
+        if self.schema_type == "AVRO":
+            parsed = writer.parsed
+            reader = self.reader.parsed
+            resolve = None if reader.canonical() == parsed.canonical() else reader
+            return lambda payload: parsed.decode(payload, reader=resolve)  # type: ignore[attr-defined]
+        if self.schema_type == "JSON":
+            return json.loads
+        return self._protobuf(writer)
+
+    def _protobuf(self, writer: FetchedSchema) -> Callable[[bytes], Any]:
+        """The reader's message (its schema's first) parses the bytes of the same message
+        written with any version; a record of another message does not decode."""
+        writer_schema = writer.parsed
+        cls = self.reader.parsed.message_class()  # type: ignore[attr-defined]
+        wanted = cls.DESCRIPTOR.full_name
+        checked: set[tuple[int, ...]] = set()
+
+        def decode(data: bytes) -> Any:
+            indexes, start = wire_format.message_indexes(data, wire_format.HEADER_SIZE)
+            if tuple(indexes) not in checked:
+                name = writer_schema.message_name(indexes)  # type: ignore[attr-defined]
+                if name != wanted:
+                    raise SchemaError(f"the record holds a {name}, the column a {wanted}")
+                checked.add(tuple(indexes))
+            msg = cls()
+            msg.ParseFromString(data[start:])
+            return msg
+
+        return decode
+
+
+class ColumnDecoder:
+    def __init__(self, plan: ColumnPlan, url: str, error_mode: str):
+        self.plan = plan
+        self.url = url
+        self.fail = error_mode == "fail"
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        self.arrow_type = to_arrow_type(plan.dtype, timezone="UTC")
+        self.readers: dict[str, _TopicReader] = {}
+
+    def _reader(self, topic: str) -> _TopicReader:
+        found = self.readers.get(topic)
+        if found is not None:
+            return found
+        fmt = self.plan.fmt
+        schema_id = self.plan.readers.get(topic)
+        if schema_id is not None:
+            schema = client_for(self.url).schema(schema_id)
+        else:  # a topic that appeared after planning (subscribePattern, streaming)
+            schema = subject_schema(self.url, fmt, topic).schema
+        mapped = mapped_type(schema, fmt.subject_of(topic))
+        found = self.readers[topic] = _TopicReader(self.url, fmt.schema_type, schema, mapped)
+        return found
+
+    def decode(
+        self, raw: pa.Array, topic: str, partition: int, offsets: pa.Array
+    ) -> tuple[pa.Array, pa.Array | None]:
+        """The typed column, and the bytes of the records that did not decode (or None)."""
+        reader = self._reader(topic)
+        values = raw.to_pylist()
+        out: list[Any] = [None] * len(values)
+        failed: list[int] = []
+        decode = reader.decode
+        for i, data in enumerate(values):
+            if data is None:
+                continue
+            try:
+                out[i] = decode(data)
+            except _ERRORS as exc:
+                self._failed(i, exc, topic, partition, offsets, failed)
+        array = self._build(out, topic, partition, offsets, failed)
+        if not failed:
+            return array, None
+        mask = np.zeros(len(values), np.bool_)
+        mask[failed] = True
+        return array, pc.if_else(pa.array(mask), raw, pa.nulls(len(values), pa.binary()))
+
+    def _failed(
+        self,
+        i: int,
+        exc: BaseException,
+        topic: str,
+        partition: int,
+        offsets: pa.Array,
+        failed: list[int],
+    ) -> None:
+        if self.fail:
+            why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, _KNOWN) else str(exc)
+            raise DecodeError(
+                f"cannot decode the {self.plan.fmt.column} of {topic}-{partition} at offset "
+                f"{offsets[i].as_py()} as {self.plan.fmt.schema_type}: {why} "
+                "(decodeErrorMode=null keeps such records, null, with their bytes)"
+            ) from None
+        failed.append(i)
+
+    def _build(
+        self, out: list[Any], topic: str, partition: int, offsets: pa.Array, failed: list[int]
+    ) -> pa.Array:
+        try:
+            return pa.array(out, self.arrow_type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass
+        # Some value does not fit the column: find which, one by one.
+        for i, value in enumerate(out):
+            if value is None:
+                continue
+            try:
+                pa.array([value], self.arrow_type)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                self._failed(
+                    i,
+                    ValueMismatch(f"the value does not fit the column: {exc}"),
+                    topic,
+                    partition,
+                    offsets,
+                    failed,
+                )
+                out[i] = None
+        failed.sort()
+        return pa.array(out, self.arrow_type)
+
+
+_KNOWN = (wire_format.FramingError, RegistryError, SchemaError, ValueMismatch, ProtobufDecodeError)
+
+
+class BatchDecoder:
+    """Turns the source's raw batches into the typed schema of a DecodePlan."""
+
+    def __init__(self, plan: DecodePlan, schema: pa.Schema):
+        self.plan = plan
+        self.schema = schema
+        self.columns = [
+            (c.fmt.column, ColumnDecoder(c, plan.url, plan.error_mode)) for c in plan.columns
+        ]
+
+    def __call__(self, batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
+        arrays = {name: batch.column(name) for name in batch.schema.names}
+        offsets = batch.column("offset")
+        for column, decoder in self.columns:
+            typed, raw = decoder.decode(arrays[column], topic, partition, offsets)
+            arrays[column] = typed
+            if self.plan.error_mode == "null":
+                arrays[f"{column}_raw"] = (
+                    raw if raw is not None else pa.nulls(batch.num_rows, pa.binary())
+                )
+        return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
