@@ -130,9 +130,10 @@ _AVRO_PRIMITIVES: dict[str, DataType] = {
 }
 
 
-def avro_type(fast: Mapping[str, Any]) -> Mapped:
+def avro_type(fast: Any) -> Mapped:
     """The mapping of a fastavro-parsed schema (``AvroSchema.fastavro_schema``)."""
-    return _Avro(fast.get("__named_schemas", {})).map(fast, ())
+    named = fast.get("__named_schemas", {}) if isinstance(fast, dict) else {}
+    return _Avro(named).map(fast, ())
 
 
 class _Avro:
