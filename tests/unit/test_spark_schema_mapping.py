@@ -1,0 +1,158 @@
+"""The Spark source's pure parts for schema'd records: Confluent's framing, the Spark types
+derived from Avro and JSON schemas, and the Avro schema derived from a Spark type."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.types import (  # noqa: E402
+    ArrayType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from chronik.schemas.formats import parse  # noqa: E402
+from chronik.spark import wire_format  # noqa: E402
+from chronik.spark.schema_types import avro_type, json_schema_type  # noqa: E402
+from chronik.spark.value_encode import avro_schema_of  # noqa: E402
+
+
+def test_framing_round_trips_ids_and_message_indexes():
+    assert wire_format.header(7) == b"\x00\x00\x00\x00\x07"
+    assert wire_format.header(7, [0]) == b"\x00\x00\x00\x00\x07\x00"
+    framed = wire_format.header(300, [1, 0, 2]) + b"payload"
+    schema_id, at = wire_format.split(framed)
+    indexes, start = wire_format.message_indexes(framed, at)
+    assert (schema_id, indexes, framed[start:]) == (300, [1, 0, 2], b"payload")
+    assert wire_format.message_indexes(b"\x00", 0) == ([0], 1)
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [(b"\x00\x00", "fewer than the 5"), (b"\x01\x00\x00\x00\x01x", "magic byte 1")],
+)
+def test_framing_errors_say_why(data: bytes, why: str):
+    with pytest.raises(wire_format.FramingError, match=why):
+        wire_format.split(data)
+
+
+def test_message_indexes_running_past_the_end_are_refused():
+    with pytest.raises(wire_format.FramingError, match="past the end"):
+        wire_format.message_indexes(b"\x00\x00\x00\x00\x01\x06\x02", 5)
+
+
+def test_avro_types():
+    schema = parse(
+        "AVRO",
+        json.dumps(
+            {
+                "type": "record",
+                "name": "Node",
+                "fields": [
+                    {"name": "id", "type": "long"},
+                    {"name": "label", "type": ["null", "string"], "default": None},
+                    {
+                        "name": "kind",
+                        "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]},
+                    },
+                    {"name": "tags", "type": {"type": "map", "values": "int"}},
+                    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+                    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+                    {
+                        "name": "price",
+                        "type": {
+                            "type": "bytes",
+                            "logicalType": "decimal",
+                            "precision": 9,
+                            "scale": 2,
+                        },
+                    },
+                    {"name": "n", "type": ["int", "long"]},
+                    {"name": "either", "type": ["string", "int"]},
+                    {"name": "next", "type": ["null", "Node"], "default": None},
+                ],
+            }
+        ),
+    )
+    mapped = avro_type(schema.fastavro_schema)  # type: ignore[attr-defined]
+    assert mapped.dtype == StructType(
+        [
+            StructField("id", LongType()),
+            StructField("label", StringType()),
+            StructField("kind", StringType()),
+            StructField("tags", MapType(StringType(), IntegerType())),
+            StructField("day", DateType()),
+            StructField("at", TimestampType()),
+            StructField("price", DecimalType(9, 2)),
+            StructField("n", LongType()),
+            StructField("either", StringType()),
+            StructField("next", StringType()),
+        ]
+    )
+    assert mapped.convert is not None
+    value = mapped.convert({"id": 1, "either": 5, "next": {"id": 2, "next": None}})
+    assert value["either"] == "5"
+    assert json.loads(value["next"]) == {"id": 2, "next": None}
+
+
+def test_json_schema_types():
+    doc = {
+        "type": "object",
+        "definitions": {"money": {"type": "number"}},
+        "properties": {
+            "id": {"type": "integer"},
+            "name": {"type": ["string", "null"]},
+            "price": {"$ref": "#/definitions/money"},
+            "lines": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"sku": {"type": "string"}}},
+            },
+            "meta": {"type": "object"},
+            "any": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+    }
+    mapped = json_schema_type(doc)
+    assert mapped.dtype.simpleString() == (
+        "struct<id:bigint,name:string,price:double,lines:array<struct<sku:string>>,"
+        "meta:string,any:string>"
+    )
+    assert mapped.convert is not None
+    value = mapped.convert({"id": 3.0, "meta": {"a": 1}, "any": 7, "lines": []})
+    assert (value["id"], value["meta"], value["any"]) == (3, '{"a": 1}', "7")
+
+
+def test_avro_schema_of_a_spark_type_maps_back_to_it():
+    dtype = StructType(
+        [
+            StructField("name", StringType()),
+            StructField("age", IntegerType(), nullable=False),
+            StructField("tags", ArrayType(StringType())),
+            StructField("address", StructType([StructField("city", StringType())])),
+            StructField("at", TimestampType()),
+        ]
+    )
+    text = json.dumps(avro_schema_of(dtype, "value"))
+    schema = parse("AVRO", text)
+    mapped = avro_type(schema.fastavro_schema).dtype  # type: ignore[attr-defined]
+    assert mapped.simpleString() == dtype.simpleString()
+    encoded = schema.encode(
+        {
+            "name": "a",
+            "age": 3,
+            "tags": ["x"],  # type: ignore[attr-defined]
+            "address": {"city": "Oslo"},
+            "at": None,
+        }
+    )
+    assert schema.decode(encoded)["address"] == {"city": "Oslo"}  # type: ignore[attr-defined]
