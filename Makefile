@@ -1,4 +1,5 @@
 # make serve: set up .venv and run a broker on 127.0.0.1:9092 with data in ./chronik-data
+#             and its schema registry on http://127.0.0.1:8081 (REGISTRY_LISTEN= turns it off)
 # make cluster: ZooKeeper on 127.0.0.1:2181 and three brokers on 127.0.0.1:9092-9094,
 #               data in ./chronik-cluster (needs ZooKeeper: make deps)
 # make test:  the whole test suite (unit, integration with real clients, Spark)
@@ -12,6 +13,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVE_ARGS ?=
+REGISTRY_LISTEN ?= 127.0.0.1:8081
 PYTEST_ARGS ?=
 
 .PHONY: serve cluster test test-fast lint bench bench-quick bank-demo deps clean fuzz chaos
@@ -27,7 +29,8 @@ deps: $(STAMP)
 	bash scripts/install-test-deps.sh
 
 serve: $(STAMP)
-	$(VENV)/bin/chronik serve $(SERVE_ARGS)
+	$(VENV)/bin/chronik serve \
+	  $(if $(REGISTRY_LISTEN),--schema-registry-listen $(REGISTRY_LISTEN)) $(SERVE_ARGS)
 
 CLUSTER_ARGS ?=
 cluster: $(STAMP)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -26,12 +28,24 @@ class Result:
 
 
 def chronik(
-    *args: str, bootstrap: str | None = None, input: str | None = None, timeout: float = 60
+    *args: str,
+    bootstrap: str | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+    env: Mapping[str, str] | None = None,
 ) -> Result:
+    """``env`` adds to (not replaces) the environment the command runs in."""
     cmd = [sys.executable, "-m", "chronik", *args]
     if bootstrap is not None:
         cmd += ["--bootstrap-server", bootstrap]
-    proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        cmd,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=None if env is None else {**os.environ, **env},
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

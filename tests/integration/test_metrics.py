@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from chronik.broker.embedded import EmbeddedBroker
@@ -109,3 +111,107 @@ def test_sasl_authentications_are_counted(tmp_path) -> None:
         name = "chronik_sasl_authentications_total"
         assert samples[f'{name}{{mechanism="SCRAM-SHA-256",result="success"}}'] >= 1
         assert samples[f'{name}{{mechanism="PLAIN",result="failure"}}'] >= 1
+
+
+def test_schema_registry_metrics(tmp_path) -> None:
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    config = {"schema.registry.listen": "127.0.0.1:0"}
+    with EmbeddedBroker(tmp_path / "data", config=config, metrics_listen="127.0.0.1:0") as embedded:
+        port = embedded.broker.metrics_port
+        client = SchemaRegistryClient({"url": embedded.broker.registry_api.url})
+
+        def record(name: str, *fields: str) -> Schema:
+            columns = [{"name": f, "type": "int", "default": 0} for f in fields]
+            return Schema(json.dumps({"type": "record", "name": name, "fields": columns}), "AVRO")
+
+        client.register_schema("orders-value", record("Order", "a"))
+        client.register_schema("orders-value", record("Order", "a", "b"))
+        client.register_schema("users-value", record("User", "a"))
+        client.register_schema("copies-value", record("User", "a"))  # the same schema: no new id
+        client.delete_subject("users-value")
+        samples = scrape(port)
+        assert samples["chronik_schema_registry_subjects"] == 2
+        assert samples["chronik_schema_registry_schemas"] == 3
+        assert samples['chronik_schema_registry_versions{state="live"}'] == 3
+        assert samples['chronik_schema_registry_versions{state="deleted"}'] == 1
+        assert samples["chronik_schema_registry_primary"] == 1
+        assert samples["chronik_schema_registry_forwarded_writes_total"] == 0
+        assert samples["chronik_schema_registry_bad_records_total"] == 0
+        # A record any client may write to _schemas that is not in the registry's format.
+        producer = Producer({"bootstrap.servers": embedded.bootstrap, "acks": "all"})
+        producer.produce("_schemas", key=b"not json", value=b"{}")
+        producer.produce("_schemas", key=b'{"keytype": "NOPE", "magic": 0}', value=b"{}")
+        assert producer.flush(15) == 0
+        deadline = time.monotonic() + 10
+        while scrape(port)["chronik_schema_registry_bad_records_total"] < 2:
+            assert time.monotonic() < deadline, "the registry did not read the bad records"
+            time.sleep(0.1)
+        # The registry is unharmed by them.
+        assert client.get_latest_version("orders-value").version == 2
+        assert scrape(port)["chronik_schema_registry_subjects"] == 2
+
+
+def test_no_registry_no_registry_metrics(tmp_path) -> None:
+    with EmbeddedBroker(tmp_path / "data", metrics_listen="127.0.0.1:0") as embedded:
+        assert not any("schema_registry" in name for name in scrape(embedded.broker.metrics_port))
+
+
+@pytest.mark.slow
+def test_schema_registry_primary_and_forwarded_writes_in_a_cluster(zookeeper, tmp_path) -> None:
+    """Two brokers of one cluster, each serving the registry: the leader of _schemas-0 says
+    it is the primary, and the other counts the writes it forwarded to it."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from .cluster_support import DEFAULT_CONFIG
+
+    chroot = f"/chronik-metrics-{time.monotonic_ns()}"
+    common = {
+        **DEFAULT_CONFIG,
+        "zookeeper.connect": f"{zookeeper.connect}{chroot}",
+        "default.replication.factor": "2",
+        "offsets.topic.replication.factor": "2",
+        "schema.registry.listen": "127.0.0.1:0",
+    }
+    brokers = {
+        i: EmbeddedBroker(
+            tmp_path / f"broker-{i}",
+            config={**common, "broker.id": str(i)},
+            metrics_listen="127.0.0.1:0",
+        ).start()
+        for i in (1, 2)
+    }
+    try:
+        schema = Schema(json.dumps({"type": "record", "name": "R", "fields": []}), "AVRO")
+        deadline = time.monotonic() + 60
+        while True:  # the first write creates _schemas; until it has a leader, a 5xx
+            try:
+                SchemaRegistryClient({"url": brokers[1].broker.registry_api.url}).register_schema(
+                    "first-value", schema
+                )
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "the registry never took a write"
+                time.sleep(0.5)
+        primary = {i: scrape(b.broker.metrics_port) for i, b in brokers.items()}
+        leader = [i for i, s in primary.items() if s["chronik_schema_registry_primary"] == 1]
+        assert len(leader) == 1, primary
+        other = 3 - leader[0]
+        assert primary[other]["chronik_schema_registry_primary"] == 0
+        before = primary[other]["chronik_schema_registry_forwarded_writes_total"]
+        client = SchemaRegistryClient({"url": brokers[other].broker.registry_api.url})
+        for n in range(3):
+            client.register_schema(f"via-follower-{n}-value", schema)
+        after = scrape(brokers[other].broker.metrics_port)
+        assert after["chronik_schema_registry_forwarded_writes_total"] == before + 3
+        on_primary = scrape(brokers[leader[0]].broker.metrics_port)
+        assert on_primary["chronik_schema_registry_forwarded_writes_total"] == 0
+        # Both copies agree on what was written.
+        for b in brokers.values():
+            deadline = time.monotonic() + 15
+            while scrape(b.broker.metrics_port)["chronik_schema_registry_subjects"] < 4:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+    finally:
+        for b in brokers.values():
+            b.close()

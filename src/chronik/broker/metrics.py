@@ -162,6 +162,7 @@ class Metrics:
         self._render_cluster(lines, family)
         self._render_replication(lines, family)
         self._render_quotas(lines, family)
+        self._render_registry(lines, family)
         return "\n".join(lines) + "\n"
 
     def _render_partitions(self, lines: list[str], family: object) -> None:
@@ -241,6 +242,61 @@ class Metrics:
                "carried a quota throttle time.")
         for kind, n in sorted(quotas.throttled_total.items()):
             lines.append(f'chronik_quota_throttled_responses_total{{type="{kind}"}} {n}')
+
+    def _render_registry(self, lines: list[str], family: object) -> None:
+        """The schema registry's state as this broker's copy of ``_schemas`` holds it;
+        nothing when the broker serves no registry."""
+        registry = self.broker.registry
+        if registry is None:
+            return
+        state = registry.state
+        live = deleted = 0
+        live_subjects = 0
+        for versions in state.subjects.values():
+            alive = sum(not v.deleted for v in versions.values())
+            live += alive
+            deleted += len(versions) - alive
+            live_subjects += alive > 0
+        gauges = (
+            (
+                "chronik_schema_registry_subjects",
+                "Subjects with a live (not soft-deleted) version.",
+                live_subjects,
+            ),
+            (
+                "chronik_schema_registry_schemas",
+                "Distinct schemas (ids) registered.",
+                state.schema_count(),
+            ),
+            (
+                "chronik_schema_registry_primary",
+                "1 on the registry's primary, the broker that writes _schemas.",
+                int(registry.log.is_primary()),
+            ),
+        )
+        for name, text, value in gauges:
+            family(name, "gauge", text)  # type: ignore[operator]
+            lines.append(f"{name} {value}")
+        versions_text = "Subject versions, live and soft-deleted."
+        family("chronik_schema_registry_versions", "gauge", versions_text)  # type: ignore[operator]
+        lines.append(f'chronik_schema_registry_versions{{state="live"}} {live}')
+        lines.append(f'chronik_schema_registry_versions{{state="deleted"}} {deleted}')
+        counters = (
+            (
+                "chronik_schema_registry_forwarded_writes_total",
+                "Registry requests forwarded to the primary (writes; reads too on a broker "
+                "without a copy of _schemas).",
+                registry.forwarded_writes,
+            ),
+            (
+                "chronik_schema_registry_bad_records_total",
+                "Records of _schemas skipped as not in the registry's format.",
+                state.bad_records,
+            ),
+        )
+        for name, text, value in counters:
+            family(name, "counter", text)  # type: ignore[operator]
+            lines.append(f"{name} {value}")
 
     def _render_groups(self, lines: list[str], family: object) -> None:
         family("chronik_consumer_group_lag", "gauge", "Log end offset minus the committed offset.")  # type: ignore[operator]

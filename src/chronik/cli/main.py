@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "acls": ("chronik.cli.acls", "add, list and remove ACL bindings"),
     "events": ("chronik.cli.events", "read and append one key's events (versioned topics)"),
     "quotas": ("chronik.cli.quotas", "alter and describe client quotas (byte rates)"),
+    "schemas": (
+        "chronik.cli.schemas",
+        "list, show, register, check and delete schemas in the schema registry",
+    ),
     "transactions": (
         "chronik.cli.transactions",
         "list and describe transactions and the producers of a partition",

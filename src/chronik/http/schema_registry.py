@@ -31,7 +31,9 @@ A broker without a copy forwards reads too.
 Security: with an authorizer or a SASL listener, every request needs HTTP Basic
 credentials of a SCRAM user (as the event store's API). ACLs, on the topic ``_schemas``:
 reads, lookups and compatibility checks need DESCRIBE; registering and deleting schemas
-WRITE; changing a config or a mode ALTER_CONFIGS.
+WRITE; changing a config or a mode ALTER_CONFIGS. Refusals are Confluent's: 401 with
+error code 40101 (and a Basic challenge) for missing or wrong credentials, 403 with 40301
+for a missing ACL.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ ACCEPTED_TYPES = (
 FORWARDED = "chronik-forwarded"
 OFFSET_HEADER = "chronik-schemas-offset"
 READ_YOUR_WRITE_SECONDS = 5.0
+# Confluent's codes for a refused request: 40101 no or wrong credentials, 40301 an ACL.
+CONFLUENT_AUTH_CODES = {401: 40101, 403: 40301}
 
 DEFAULTS = {
     "http.max.connections": "256",
@@ -144,8 +148,17 @@ class SchemaRegistryApi:
                 return await self._forward(request)
             if not write and not self.topic.has_copy() and self._primary_known():
                 return await self._forward(request)
+            if not write:
+                await self.registry.catch_up()
             try:
-                status, body, headers = await self._handle(request)
+                try:
+                    status, body, headers = await self._handle(request)
+                except RegistryError as exc:
+                    if write or exc.status != 404:
+                        raise
+                    # Not found here may be not read yet: this copy reads on once.
+                    await self.registry.catch_up()
+                    status, body, headers = await self._handle(request)
             except NotPrimary:
                 if request.headers.get(FORWARDED) or not self._primary_known():
                     raise
@@ -160,7 +173,7 @@ class SchemaRegistryApi:
                 {"Content-Type": CONTENT_TYPE},
             )
         except HttpError as exc:
-            code = exc.status * 100 if exc.status in (401, 403) else exc.status
+            code = CONFLUENT_AUTH_CODES.get(exc.status, exc.status)
             return (
                 exc.status,
                 _json({"error_code": code, "message": exc.body["message"]}),
@@ -279,7 +292,7 @@ class SchemaRegistryApi:
             _allow(method, "GET")
             prefix = query.get("subjectPrefix", "")
             names = reg.state.subject_names(
-                deleted=_flag(query, "deleted"), deleted_only=_flag(query, "deletedOnly")
+                deleted=_flag(query, "deleted"), deleted_only=_deleted_only(query)
             )
             return 200, [n for n in names if n.startswith(prefix)], {}
         subject = rest[0]
@@ -300,9 +313,7 @@ class SchemaRegistryApi:
         if len(rest) == 2:
             _allow(method, "GET", "POST")
             if method == "GET":
-                versions = reg.versions(
-                    subject, _flag(query, "deleted"), _flag(query, "deletedOnly")
-                )
+                versions = reg.versions(subject, _flag(query, "deleted"), _deleted_only(query))
                 return 200, versions, {}
             body = _body(request)
             schema_type, text, refs = _schema_of(body)
@@ -411,6 +422,11 @@ def _allow(method: str, *methods: str) -> None:
 
 def _flag(query: dict[str, str], name: str) -> bool:
     return query.get(name, "false").lower() == "true"
+
+
+def _deleted_only(query: dict[str, str]) -> bool:
+    # confluent-kafka's Python client spells Confluent's deletedOnly as deleted_only.
+    return _flag(query, "deletedOnly") or _flag(query, "deleted_only")
 
 
 def _int_id(text: str) -> int:
