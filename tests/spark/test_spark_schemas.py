@@ -133,6 +133,30 @@ def test_avro_pinned_version_gives_the_old_shape(spark, registry_broker):
     assert names == ["new-0", "new-1", "old-0", "old-1", "old-2"]
 
 
+def test_several_topics_each_with_its_own_subject(spark, registry_broker):
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    bootstrap, url = registry_broker
+    users = _avro_topic(bootstrap, url)
+    scores = _topic(bootstrap)
+    other = json.dumps(
+        {
+            "type": "record",
+            "name": "Score",
+            "fields": [{"name": "name", "type": "string"}, {"name": "score", "type": "double"}],
+        }
+    )
+    serializer = AvroSerializer(SchemaRegistryClient({"url": url}), other)
+    _produce(bootstrap, scores, _serialize(serializer, scores, [{"name": "s", "score": 1.5}]))
+    df = _read(spark, bootstrap, f"{users},{scores}", valueFormat="avro")
+    # One struct with the fields of both (in the order of the topics' names).
+    fields = {f.name: f.dataType.simpleString() for f in df.schema["value"].dataType.fields}
+    assert fields == {"name": "string", "age": "int", "country": "string", "score": "double"}
+    got = {r.topic: r.value.asDict() for r in df.where("value.name in ('s', 'new-0')").collect()}
+    assert got[scores] == {"name": "s", "age": None, "country": None, "score": 1.5}
+    assert got[users] == {"name": "new-0", "age": 40, "country": "NO", "score": None}
+
+
 def test_json_schema_round_trip(spark, registry_broker):
     # The registry parses JSON schemas with chronik.schemas.json_schema.
     pytest.importorskip("chronik.schemas.json_schema")

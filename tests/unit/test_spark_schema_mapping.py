@@ -156,3 +156,23 @@ def test_avro_schema_of_a_spark_type_maps_back_to_it():
         }
     )
     assert schema.decode(encoded)["address"] == {"city": "Oslo"}  # type: ignore[attr-defined]
+
+
+def test_added_fields_with_defaults_resolve_without_avros_resolution():
+    from chronik.spark.value_decode import added_defaults
+
+    def record(*fields: dict) -> object:
+        doc = {"type": "record", "name": "User", "fields": list(fields)}
+        return parse("AVRO", json.dumps(doc)).fastavro_schema  # type: ignore[attr-defined]
+
+    name = {"name": "name", "type": "string"}
+    v1 = record(name, {"name": "age", "type": "int"})
+    v2 = record(
+        name,
+        {"name": "country", "type": "string", "default": "unknown"},
+        {"name": "nick", "type": ["null", "string"], "default": None},
+    )
+    assert added_defaults(v1, v2) == {"country": "unknown", "nick": None}
+    # A changed field, or a default of a type that needs conversion, takes Avro's way.
+    assert added_defaults(v1, record({"name": "name", "type": "bytes"})) is None
+    assert added_defaults(v1, record(name, {"name": "b", "type": "bytes", "default": "a"})) is None

@@ -120,7 +120,7 @@ class _TopicReader:
         fo = io.BytesIO(data)
         read = fastavro.schemaless_reader
         convert = self.convert
-        schemas: dict[int, tuple[Any, Any]] = {}
+        schemas: dict[int, tuple[Any, Any, dict[str, Any] | None]] = {}
         for i, start, end, schema_id in zip(
             chosen.tolist(), at.tolist(), ends[chosen].tolist(), ids.tolist(), strict=True
         ):
@@ -135,6 +135,8 @@ class _TopicReader:
                     raise ValueMismatch(
                         f"payload does not decode: {type(exc).__name__}: {exc}"
                     ) from None
+                if pair[2]:
+                    value.update(pair[2])
                 if fo.tell() != end:
                     raise ValueMismatch(
                         f"payload has {end - fo.tell()} bytes after the value it holds"
@@ -143,14 +145,19 @@ class _TopicReader:
             except _ERRORS as exc:
                 failed(i, exc)
 
-    def _avro_schemas(self, schema_id: int) -> tuple[Any, Any]:
-        """fastavro's (writer, reader) for records of this id; reader None when equal."""
+    def _avro_schemas(self, schema_id: int) -> tuple[Any, Any, dict[str, Any] | None]:
+        """fastavro's (writer, reader, defaults) for records of this id: reader None when
+        the writer's own decoding gives the reader's shape, with ``defaults`` added."""
         writer = self.client.schema(schema_id)
         if writer.schema_type != "AVRO":
             raise SchemaError(f"schema id {schema_id} is {writer.schema_type}, not AVRO")
         parsed, reader = writer.parsed, self.reader.parsed
-        same = reader.canonical() == parsed.canonical()
-        return parsed.fastavro_schema, None if same else reader.fastavro_schema  # type: ignore[attr-defined]
+        if reader.canonical() == parsed.canonical():
+            return parsed.fastavro_schema, None, None  # type: ignore[attr-defined]
+        defaults = added_defaults(parsed.fastavro_schema, reader.fastavro_schema)  # type: ignore[attr-defined]
+        if defaults is not None:
+            return parsed.fastavro_schema, None, defaults  # type: ignore[attr-defined]
+        return parsed.fastavro_schema, reader.fastavro_schema, None  # type: ignore[attr-defined]
 
     def _decoder(self, schema_id: int) -> Callable[[bytes], Any]:
         writer = self.client.schema(schema_id)
@@ -187,6 +194,42 @@ class _TopicReader:
             return msg
 
         return decode
+
+
+_PLAIN_DEFAULTS = ("null", "boolean", "int", "long", "float", "double", "string")
+
+
+def added_defaults(writer: Any, reader: Any) -> dict[str, Any] | None:
+    """The common evolution, resolved without Avro's resolution per record: two records
+    whose shared fields are defined alike, where the reader only adds fields with plain
+    defaults (null, boolean, numbers, strings) and may drop some. Then a value decoded with
+    the writer schema plus these defaults is the resolved value (fields the reader lacks are
+    left for Arrow to ignore). None when the schemas differ otherwise."""
+    if not (isinstance(writer, dict) and isinstance(reader, dict)):
+        return None
+    if writer.get("type") != "record" or reader.get("type") != "record":
+        return None
+    if writer.get("name") != reader.get("name"):
+        return None
+    theirs = {f["name"]: f for f in writer["fields"]}
+    defaults: dict[str, Any] = {}
+    for f in reader["fields"]:
+        if "aliases" in f:
+            return None
+        known = theirs.get(f["name"])
+        if known is not None:
+            if _definition(known["type"]) != _definition(f["type"]):
+                return None
+            continue
+        kind = f["type"][0] if isinstance(f["type"], list) else f["type"]
+        if "default" not in f or kind not in _PLAIN_DEFAULTS:
+            return None
+        defaults[f["name"]] = f["default"]
+    return defaults
+
+
+def _definition(node: Any) -> str:
+    return json.dumps(node, sort_keys=True)
 
 
 class ColumnDecoder:
