@@ -311,10 +311,34 @@ def test_write_avro_is_read_by_confluents_deserializer(spark, registry_broker):
     )
 
 
-def test_decode_error_modes_on_a_junk_record(spark, registry_broker):
+def test_write_and_read_avro_keys_and_values(spark, registry_broker):
+    bootstrap, _ = registry_broker
+    topic = _topic(bootstrap)
+    df = spark.createDataFrame(
+        [(f"k{i}", (i, [f"t{i}"])) for i in range(5)],
+        "key string, value struct<n:int,tags:array<string>>",
+    )
+    (
+        df.write.format("chronik")
+        .mode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("keyFormat", "avro")
+        .option("valueFormat", "avro")
+        .option("autoRegisterSchema", "true")
+        .save()
+    )
+    back = _read(spark, bootstrap, topic, keyFormat="avro", valueFormat="avro")
+    assert back.schema["key"].dataType.simpleString() == "string"
+    rows = sorted((r.key, r.value.n, list(r.value.tags)) for r in back.collect())
+    assert rows == [(f"k{i}", i, [f"t{i}"]) for i in range(5)]
+
+
+def test_decode_error_modes_on_junk_records(spark, registry_broker):
     bootstrap, url = registry_broker
     topic = _avro_topic(bootstrap, url)
-    _produce(bootstrap, topic, [b"not avro at all"])
+    unknown_id = b"\0" + (99_999).to_bytes(4, "big") + b"\x02x"
+    _produce(bootstrap, topic, [b"not avro at all", unknown_id])
     with pytest.raises(Exception, match=rf"{topic}-0 at offset 5 .*magic byte"):
         _read(spark, bootstrap, topic, valueFormat="avro").collect()
     rows = (
@@ -322,9 +346,19 @@ def test_decode_error_modes_on_a_junk_record(spark, registry_broker):
         .orderBy("offset")
         .collect()
     )
-    assert len(rows) == 6
+    assert len(rows) == 7
     assert rows[5].value is None and rows[5].value_raw == b"not avro at all"
+    assert rows[6].value is None and rows[6].value_raw == unknown_id
     assert all(r.value is not None and r.value_raw is None for r in rows[:5])
+    # Reading from offset 6 on: the unknown id is what fails the query.
+    with pytest.raises(Exception, match=r"offset 6 .*schema id 99999 is not in the schema"):
+        _read(
+            spark,
+            bootstrap,
+            topic,
+            valueFormat="avro",
+            startingOffsets=json.dumps({topic: {"0": 6}}),
+        ).collect()
 
 
 def test_missing_subject_is_one_clear_error(spark, registry_broker):

@@ -27,13 +27,25 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from chronik.schemas.types import SchemaError, ValueMismatch
 from chronik.spark import wire_format
-from chronik.spark.registry_client import FetchedSchema, RegistryError, client_for
+from chronik.spark.registry_client import (
+    SCHEMA_NOT_FOUND,
+    FetchedSchema,
+    RegistryError,
+    client_for,
+)
 from chronik.spark.schema_options import ColumnPlan, DecodePlan, mapped_type, subject_schema
 from chronik.spark.schema_types import Mapped
 
+MAX_UNKNOWN_IDS = 10_000
+
+
+class UnknownSchema(ValueError):
+    """A record names a schema id the registry does not have: that record's fault. (A
+    registry that cannot be reached fails the read instead: every record would be lost.)"""
+
+
 _ERRORS = (
     wire_format.FramingError,
-    RegistryError,
     SchemaError,
     ValueMismatch,
     ValueError,
@@ -58,6 +70,20 @@ class _TopicReader:
         self.reader = reader
         self.convert = mapped.convert
         self.writers: dict[int, Callable[[bytes], Any]] = {}
+        self.unknown: set[int] = set()
+
+    def writer(self, schema_id: int) -> FetchedSchema:
+        """The schema of this id; UnknownSchema (remembered) when the registry has none."""
+        if schema_id in self.unknown:
+            raise UnknownSchema(f"schema id {schema_id} is not in the schema registry")
+        try:
+            return self.client.schema(schema_id)
+        except RegistryError as exc:
+            if exc.code != SCHEMA_NOT_FOUND:
+                raise
+            if len(self.unknown) < MAX_UNKNOWN_IDS:
+                self.unknown.add(schema_id)
+            raise UnknownSchema(f"schema id {schema_id} is not in the schema registry") from None
 
     def decode(self, data: bytes) -> Any:
         schema_id, start = wire_format.split(data)
@@ -148,7 +174,7 @@ class _TopicReader:
     def _avro_schemas(self, schema_id: int) -> tuple[Any, Any, dict[str, Any] | None]:
         """fastavro's (writer, reader, defaults) for records of this id: reader None when
         the writer's own decoding gives the reader's shape, with ``defaults`` added."""
-        writer = self.client.schema(schema_id)
+        writer = self.writer(schema_id)
         if writer.schema_type != "AVRO":
             raise SchemaError(f"schema id {schema_id} is {writer.schema_type}, not AVRO")
         parsed, reader = writer.parsed, self.reader.parsed
@@ -160,7 +186,7 @@ class _TopicReader:
         return parsed.fastavro_schema, reader.fastavro_schema, None  # type: ignore[attr-defined]
 
     def _decoder(self, schema_id: int) -> Callable[[bytes], Any]:
-        writer = self.client.schema(schema_id)
+        writer = self.writer(schema_id)
         if writer.schema_type != self.schema_type:
             raise SchemaError(
                 f"schema id {schema_id} is {writer.schema_type}, not {self.schema_type}"
@@ -319,7 +345,7 @@ class ColumnDecoder:
         return pa.array(out, self.arrow_type)
 
 
-_KNOWN = (wire_format.FramingError, RegistryError, SchemaError, ValueMismatch, ProtobufDecodeError)
+_KNOWN = (wire_format.FramingError, UnknownSchema, SchemaError, ValueMismatch, ProtobufDecodeError)
 
 
 class BatchDecoder:
