@@ -176,3 +176,87 @@ def test_added_fields_with_defaults_resolve_without_avros_resolution():
     # A changed field, or a default of a type that needs conversion, takes Avro's way.
     assert added_defaults(v1, record({"name": "name", "type": "bytes"})) is None
     assert added_defaults(v1, record(name, {"name": "b", "type": "bytes", "default": "a"})) is None
+
+
+def test_compiled_avro_columns_equal_the_per_record_decoder():
+    import io
+
+    import fastavro
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from chronik.spark import avro_columns
+
+    fields = [
+        {"name": "id", "type": "long"},
+        {"name": "n", "type": "int"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "f", "type": "float"},
+        {"name": "d", "type": ["double", "null"]},
+        {"name": "s", "type": ["null", "string"]},
+        {"name": "b", "type": "bytes"},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X", "Y"]}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {
+            "name": "in",
+            "type": {"type": "record", "name": "In", "fields": [{"name": "v", "type": "string"}]},
+        },
+    ]
+    writer = parse("AVRO", json.dumps({"type": "record", "name": "R", "fields": fields}))
+    reader = parse(
+        "AVRO",
+        json.dumps(
+            {
+                "type": "record",
+                "name": "R",
+                "fields": [*fields, {"name": "extra", "type": "string", "default": "z"}],
+            }
+        ),
+    )
+    values = [
+        {
+            "id": -(2**40) + i,
+            "n": i - 3,
+            "ok": i % 2 == 0,
+            "f": 1.5 * i,
+            "d": None if i % 3 else i / 3,
+            "s": None if i % 2 else f"é{i}",
+            "b": bytes([i]),
+            "e": "XY"[i % 2],
+            "day": 19000 + i,
+            "at": 1_700_000_000_000_000 + i,
+            "in": {"v": str(i)},
+        }
+        for i in range(7)
+    ]
+    payloads = []
+    for v in values:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, writer.fastavro_schema, v)  # type: ignore[attr-defined]
+        payloads.append(out.getvalue())
+    buf = np.frombuffer(b"".join(payloads), np.uint8)
+    ends = np.cumsum([len(p) for p in payloads]).astype(np.int64)
+    starts = ends - np.array([len(p) for p in payloads])
+    program = avro_columns.compile_program(writer.fastavro_schema)  # type: ignore[attr-defined]
+    assert program is not None
+    plan = avro_columns.reader_plan(program, reader.fastavro_schema)  # type: ignore[attr-defined]
+    target = to_arrow_type(avro_type(reader.fastavro_schema).dtype, timezone="UTC")  # type: ignore[attr-defined]
+    got = avro_columns.decode_column(program, plan, buf, starts, ends, target)
+    want = pa.array([writer.decode(p, reader=reader) for p in payloads], target)  # type: ignore[attr-defined]
+    assert got is not None and got.equals(want)
+    # A record cut short does not read whole: the per-record decoder takes over.
+    assert avro_columns.decode_column(program, plan, buf, starts, ends - 1, target) is None
+    # Arrays (and maps, other unions) are not compiled.
+    other = parse(
+        "AVRO",
+        json.dumps(
+            {
+                "type": "record",
+                "name": "A",
+                "fields": [{"name": "xs", "type": {"type": "array", "items": "int"}}],
+            }
+        ),
+    )
+    assert avro_columns.compile_program(other.fastavro_schema) is None  # type: ignore[attr-defined]

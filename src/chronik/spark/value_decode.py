@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from chronik.schemas.types import SchemaError, ValueMismatch
-from chronik.spark import wire_format
+from chronik.spark import avro_columns, wire_format
 from chronik.spark.registry_client import (
     SCHEMA_NOT_FOUND,
     FetchedSchema,
@@ -71,6 +71,7 @@ class _TopicReader:
         self.convert = mapped.convert
         self.writers: dict[int, Callable[[bytes], Any]] = {}
         self.unknown: set[int] = set()
+        self.programs: dict[int, tuple[avro_columns.Program, dict[str, Any]] | None] = {}
 
     def writer(self, schema_id: int) -> FetchedSchema:
         """The schema of this id; UnknownSchema (remembered) when the registry has none."""
@@ -92,6 +93,52 @@ class _TopicReader:
             decode = self.writers[schema_id] = self._decoder(schema_id)
         value = decode(data) if self.schema_type == "PROTOBUF" else decode(data[start:])
         return self.convert(value) if self.convert is not None else value
+
+    def compiled(self, raw: pa.Array, target: pa.DataType) -> pa.Array | None:
+        """The column through avro_columns' compiled decoder, when every value is framed
+        with one schema id whose records it reads; else None."""
+        n = len(raw)
+        if self.schema_type != "AVRO" or n == 0 or raw.null_count:
+            return None
+        _, offsets_buf, data_buf = raw.buffers()
+        offsets = np.frombuffer(offsets_buf, np.int32, n + 1, raw.offset * 4).astype(np.int64)
+        starts, ends = offsets[:-1], offsets[1:]
+        if data_buf is None or (ends - starts < wire_format.HEADER_SIZE).any():
+            return None
+        buf = np.frombuffer(data_buf, np.uint8)
+        if (buf[starts] != wire_format.MAGIC).any():
+            return None
+        ids = (
+            (buf[starts + 1].astype(np.int64) << 24)
+            | (buf[starts + 2].astype(np.int64) << 16)
+            | (buf[starts + 3].astype(np.int64) << 8)
+            | buf[starts + 4].astype(np.int64)
+        )
+        schema_id = int(ids[0])
+        if (ids != schema_id).any():
+            return None
+        if schema_id not in self.programs:
+            self.programs[schema_id] = self._program(schema_id)
+        found = self.programs[schema_id]
+        if found is None:
+            return None
+        program, plan = found
+        return avro_columns.decode_column(
+            program, plan, buf, starts + wire_format.HEADER_SIZE, ends, target
+        )
+
+    def _program(self, schema_id: int) -> tuple[avro_columns.Program, dict[str, Any]] | None:
+        try:
+            writer = self.writer(schema_id)
+        except UnknownSchema:
+            return None
+        if writer.schema_type != "AVRO":
+            return None
+        program = avro_columns.compile_program(writer.parsed.fastavro_schema)  # type: ignore[attr-defined]
+        if program is None:
+            return None
+        plan = avro_columns.reader_plan(program, self.reader.parsed.fastavro_schema)  # type: ignore[attr-defined]
+        return (program, plan) if plan is not None else None
 
     def decode_all(
         self, raw: pa.Array, out: list[Any], failed: Callable[[int, BaseException], None]
@@ -287,6 +334,9 @@ class ColumnDecoder:
     ) -> tuple[pa.Array, pa.Array | None]:
         """The typed column, and the bytes of the records that did not decode (or None)."""
         reader = self._reader(topic)
+        compiled = reader.compiled(raw, self.arrow_type)
+        if compiled is not None:
+            return compiled, None
         out: list[Any] = [None] * len(raw)
         failed: list[int] = []
         reader.decode_all(
