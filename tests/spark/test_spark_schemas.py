@@ -412,3 +412,41 @@ def test_brokers_report_where_their_registry_is(registry_broker, bootstrap):
     assert broker_registry({"bootstrap.servers": bootstrap}) is None  # serves none
     assert as_url("h:8081") == "http://h:8081"
     assert as_url("https://h:8081/") == "https://h:8081"
+
+
+def test_write_protobuf_and_json_with_the_subjects_schemas(spark, registry_broker):
+    from confluent_kafka.schema_registry import Schema
+
+    bootstrap, url = registry_broker
+    sr = SchemaRegistryClient({"url": url})
+    df = spark.createDataFrame(
+        [((f"p{i}", 100 * i, ["x"] * i),) for i in range(3)],
+        "value struct<id:string,cents:bigint,tags:array<string>>",
+    )
+    json_schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "cents": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+        }
+    )
+    for fmt, schema in (
+        ("protobuf", Schema(PROTO, "PROTOBUF")),
+        ("json", Schema(json_schema, "JSON")),
+    ):
+        topic = _topic(bootstrap)
+        sr.register_schema(f"{topic}-value", schema)
+        (
+            df.write.format("chronik")
+            .mode("append")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .option("valueFormat", fmt)
+            .save()
+        )
+        back = _read(spark, bootstrap, topic, valueFormat=fmt).collect()
+        got = sorted((r.value.id, r.value.cents, list(r.value.tags)) for r in back)
+        assert got == [(f"p{i}", 100 * i, ["x"] * i) for i in range(3)], fmt
