@@ -1,0 +1,231 @@
+"""Event values under a schema of the broker's own registry, for the event store's HTTP API.
+
+An append that names a subject (``?subject=NAME`` or ``?subject_strategy=topic``, and
+``&version=N``, the latest by default) carries each value as a JSON document. Each is
+checked against the subject's schema and stored as Confluent's serializers store it
+(chronik.schemas.framing: magic byte 0, the schema id, then the Avro binary or the UTF-8
+JSON text), so any Kafka consumer with Confluent's deserializers reads the events. A read
+with ``?decode=true`` turns framed values back into JSON with the schema their id names.
+
+Avro values are in the form fastavro takes: a record is an object, a union takes the plain
+value of one branch. Decoded Avro values the JSON types cannot hold are written as Avro's
+JSON encoding and Python's text forms would have them: bytes and fixed as a string of the
+code points 0-255, decimals as their digits in a string, dates and times in ISO 8601, UUIDs
+as text, NaN and the infinities as "NaN", "Infinity" and "-Infinity".
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from chronik.http.server import HttpError
+from chronik.registry.errors import RegistryError
+from chronik.registry.registry import Registered
+from chronik.registry.state import StoredSchema
+from chronik.schemas.framing import frame, unframe
+from chronik.schemas.types import ParsedSchema, SchemaError, ValueMismatch
+
+# The formats whose values the API writes and reads as JSON. Protobuf values need a
+# message named by its indexes and a JSON mapping of their own; they are not handled here.
+CODED_TYPES = ("AVRO", "JSON")
+
+NO_REGISTRY = (
+    "schema subjects need the broker's schema registry: start the broker with "
+    "schema.registry.listen (chronik serve --schema-registry-listen HOST:PORT)"
+)
+
+
+class SchemaSource(Protocol):
+    """What the event store uses of the schema registry (chronik.registry.registry)."""
+
+    def version(self, subject: str, spec: str | int, deleted: bool = False) -> Registered: ...
+
+    def schema_by_id(self, schema_id: int) -> StoredSchema: ...
+
+    def parsed(self, stored: StoredSchema) -> ParsedSchema: ...
+
+
+class ValueCodec(Protocol):
+    """The codec of a format in CODED_TYPES (AvroSchema, JsonSchema)."""
+
+    def encode(self, value: Any) -> bytes: ...
+
+    def decode(self, payload: bytes) -> Any: ...
+
+
+@dataclass(frozen=True)
+class WriterSchema:
+    """The schema an append's values are written with."""
+
+    subject: str
+    version: int
+    schema_id: int
+    schema_type: str
+    codec: ValueCodec
+
+    def encode(self, index: int, value: Any) -> bytes:
+        """The framed value of event ``index``; 422 naming the event when it does not fit."""
+        try:
+            payload = self.codec.encode(value)
+        except ValueMismatch as exc:
+            reason = str(exc)
+            raise HttpError(
+                422,
+                "value_mismatch",
+                f"event {index} does not fit {self.subject} version {self.version} "
+                f"(schema id {self.schema_id}): {reason}",
+                index=index,
+                reason=reason,
+                subject=self.subject,
+                version=self.version,
+                schema_id=self.schema_id,
+            ) from None
+        return frame(self.schema_id, payload)
+
+
+def requested_subject(query: dict[str, str], topic: str) -> tuple[str, str] | None:
+    """(subject, version) an append names, or None when it names none."""
+    subject = query.get("subject")
+    strategy = query.get("subject_strategy")
+    version = query.get("version")
+    if subject is not None and strategy is not None:
+        raise HttpError(400, "bad_request", "give subject or subject_strategy, not both")
+    if strategy is not None:
+        if strategy != "topic":
+            raise HttpError(
+                400,
+                "bad_request",
+                "subject_strategy takes only topic (the subject <topic>-value); "
+                "name any other subject with ?subject=",
+            )
+        subject = f"{topic}-value"
+    if subject is None:
+        if version is not None:
+            raise HttpError(400, "bad_request", "version needs subject or subject_strategy")
+        return None
+    if not subject:
+        raise HttpError(400, "bad_request", "empty subject")
+    return subject, version or "latest"
+
+
+def writer_schema(registry: SchemaSource | None, subject: str, version: str) -> WriterSchema:
+    """The subject's schema at ``version``: 404 unknown subject or version, 400 a bad
+    version, 501 without a registry, 400 a format whose values are not handled here."""
+    if registry is None:
+        raise HttpError(501, "registry_not_served", NO_REGISTRY)
+    try:
+        registered = registry.version(subject, version)
+    except RegistryError as exc:
+        if exc.code == 40401:
+            raise HttpError(
+                404, "unknown_subject", f"no schema subject {subject!r}", subject=subject
+            ) from None
+        if exc.code == 40402:
+            raise HttpError(
+                404,
+                "unknown_version",
+                f"subject {subject!r} has no version {version}",
+                subject=subject,
+            ) from None
+        raise HttpError(
+            400, "bad_request", f"version must be latest or 1 to 2^31-1: {exc.message}"
+        ) from None
+    stored = registered.schema
+    if stored.schema_type not in CODED_TYPES:
+        raise HttpError(
+            400,
+            "unsupported_schema_type",
+            f"subject {subject!r} has a {stored.schema_type} schema: appends with a subject "
+            f"take {' or '.join(CODED_TYPES)} schemas",
+            subject=subject,
+        )
+    return WriterSchema(
+        subject, registered.version, stored.schema_id, stored.schema_type, _codec(registry, stored)
+    )
+
+
+def _codec(registry: SchemaSource, stored: StoredSchema) -> ValueCodec:
+    try:
+        return cast(ValueCodec, registry.parsed(stored))
+    except (RegistryError, SchemaError, ImportError) as exc:
+        # The registry took the schema, so this broker lacks what parses it.
+        raise HttpError(
+            500,
+            "schema_unusable",
+            f"schema id {stored.schema_id} ({stored.schema_type}) does not parse here: "
+            f"{getattr(exc, 'message', exc)}",
+        ) from None
+
+
+class ValueDecoder:
+    """Decodes the framed values of one read, each with the schema its id names."""
+
+    def __init__(self, registry: SchemaSource) -> None:
+        self.registry = registry
+        self._codecs: dict[int, ValueCodec | str | None] = {}
+
+    def fields(self, value: bytes | None) -> dict[str, Any]:
+        """``schema_id`` and ``value_json`` of a framed value (``decode_error`` instead of
+        ``value_json`` when it does not decode); nothing for a value that is not framed or
+        whose id the registry does not know."""
+        if value is None:
+            return {}
+        framed = unframe(value)
+        if framed is None:
+            return {}
+        schema_id, payload = framed
+        codec = self._codec(schema_id)
+        if codec is None:
+            return {}
+        if isinstance(codec, str):
+            return {"schema_id": schema_id, "decode_error": codec}
+        try:
+            decoded = codec.decode(payload)
+        except (ValueMismatch, SchemaError) as exc:
+            return {"schema_id": schema_id, "decode_error": str(exc)}
+        return {"schema_id": schema_id, "value_json": json_value(decoded)}
+
+    def _codec(self, schema_id: int) -> ValueCodec | str | None:
+        if schema_id in self._codecs:
+            return self._codecs[schema_id]
+        found: ValueCodec | str | None
+        try:
+            stored = self.registry.schema_by_id(schema_id)
+        except RegistryError:
+            found = None
+        else:
+            if stored.schema_type not in CODED_TYPES:
+                found = f"{stored.schema_type} values are not decoded here"
+            else:
+                try:
+                    found = _codec(self.registry, stored)
+                except HttpError as exc:
+                    found = str(exc)
+        self._codecs[schema_id] = found
+        return found
+
+
+def json_value(value: Any) -> Any:
+    """A decoded value with only JSON's types (see the module's docstring)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("latin-1")
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (decimal.Decimal, uuid.UUID)):
+        return str(value)
+    return str(value)
