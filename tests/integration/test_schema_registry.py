@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -329,3 +330,245 @@ def test_python_schema_registry_client(registry_broker):
     assert other.get_versions("py-value") == [1]
     assert other.test_compatibility("py-value", other_schema.AvroSchema(json.loads(USER_V2)))
     assert other.get_compatibility() == "BACKWARD"
+
+
+ORDER_PROTO = """syntax = "proto3";
+package acme;
+
+message Order {
+  string id = 1;
+  int64 cents = 2;
+}
+"""
+
+ORDER_JSON = json.dumps(
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Order",
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "cents": {"type": "integer"}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+)
+
+
+def produce_and_read(bootstrap: str, topic: str, values: list[bytes]) -> list[bytes]:
+    create_topic(bootstrap, topic)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(10) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    out: list[bytes] = []
+    try:
+        while len(out) < len(values):
+            msg = consumer.poll(10)
+            assert msg is not None and msg.error() is None
+            out.append(msg.value())
+    finally:
+        consumer.close()
+    return out
+
+
+def test_json_schema_serializer_through_the_broker(registry_broker):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    bootstrap, url = registry_broker
+    topic = topic_name("json")
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    serializer = JSONSerializer(ORDER_JSON, client(url))
+    orders = [{"id": f"o{i}", "cents": i * 100} for i in range(10)]
+    raw = produce_and_read(bootstrap, topic, [serializer(o, ctx) for o in orders])
+    deserializer = JSONDeserializer(ORDER_JSON, schema_registry_client=client(url))
+    assert [deserializer(v, ctx) for v in raw] == orders
+    latest = client(url).get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "JSON"
+    # A closed content model: a new property breaks BACKWARD readers.
+    widened = json.loads(ORDER_JSON)
+    widened["properties"]["note"] = {"type": "string"}
+    widened["required"] = ["id", "note"]
+    with pytest.raises(SchemaRegistryError) as refused:
+        client(url).register_schema(f"{topic}-value", Schema(json.dumps(widened), "JSON"))
+    assert refused.value.error_code == 409
+
+
+def test_protobuf_serializer_through_the_broker(registry_broker):
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+    from chronik.schemas.formats import parse
+
+    bootstrap, url = registry_broker
+    topic = topic_name("proto")
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    order_class = parse("PROTOBUF", ORDER_PROTO).message_class()  # type: ignore[attr-defined]
+    serializer = ProtobufSerializer(order_class, client(url), {"use.deprecated.format": False})
+    orders = [order_class(id=f"o{i}", cents=i) for i in range(10)]
+    raw = produce_and_read(bootstrap, topic, [serializer(o, ctx) for o in orders])
+    deserializer = ProtobufDeserializer(order_class, {"use.deprecated.format": False})
+    assert [deserializer(v, ctx) for v in raw] == orders
+    latest = client(url).get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "PROTOBUF"
+    # A field's type changed: refused; a field added: taken.
+    changed = ORDER_PROTO.replace("int64 cents = 2;", "string cents = 2;")
+    with pytest.raises(SchemaRegistryError) as refused:
+        client(url).register_schema(f"{topic}-value", Schema(changed, "PROTOBUF"))
+    assert refused.value.error_code == 409
+    added = ORDER_PROTO.replace("int64 cents = 2;", "int64 cents = 2;\n  string note = 3;")
+    assert client(url).register_schema(f"{topic}-value", Schema(added, "PROTOBUF")) > 0
+
+
+def test_limits_flood_and_huge_schemas(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chronik.broker.embedded import EmbeddedBroker
+
+    config = {
+        "schema.registry.listen": "127.0.0.1:0",
+        "schema.registry.max.schemas": "40",
+        "schema.registry.max.schema.bytes": "4000",
+        "http.max.body.bytes": "20000",
+    }
+    with EmbeddedBroker(data_dir=tmp_path / "data", config=config) as embedded:
+        assert embedded.broker is not None
+        url = f"http://127.0.0.1:{embedded.broker.registry_port}"
+
+        def one(n: int) -> tuple[int, Any]:
+            status, body, _ = call(
+                f"{url}/subjects/flood-{n}/versions",
+                "POST",
+                {"schema": avro_record(f"F{n}", ("n", "int")), "schemaType": "AVRO"},
+            )
+            return status, body
+
+        # A flood of registrations from many clients at once: each new schema gets the
+        # next id, none twice, and past the limit they are refused, not stored.
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(one, range(60)))
+        taken = sorted(body["id"] for status, body in results if status == 200)
+        refused = [body for status, body in results if status != 200]
+        assert taken == list(range(1, 41))
+        assert len(refused) == 20
+        assert {b["error_code"] for b in refused} == {42205}
+        status, subjects, _ = call(f"{url}/schemas")
+        assert len(subjects) == 40
+        # Schemas already registered are still answered with their ids.
+        assert one(0) == (200, {"id": taken[0]}) or one(0)[0] == 200
+        big = avro_record("Big", *[(f"field_{i:04d}", "string") for i in range(200)])
+        status, body, _ = call(f"{url}/subjects/big/versions", "POST", {"schema": big})
+        assert (status, body["error_code"]) == (422, 42201)
+        assert "schema.registry.max.schema.bytes" in body["message"]
+        status, body, _ = call(
+            f"{url}/subjects/big/versions", "POST", raw=b"{" + b" " * 30000 + b"}"
+        )
+        assert status == 413
+        # Junk schemas of every kind: refused, the registry still serves.
+        for junk in ("", "[]", "{}", '{"type":"record"}', "x" * 3000, '"' * 10, "[" * 1000):
+            for schema_type in ("AVRO", "JSON", "PROTOBUF"):
+                status, body, _ = call(
+                    f"{url}/subjects/junk/versions",
+                    "POST",
+                    {"schema": junk, "schemaType": schema_type},
+                )
+                assert status == 422 and body["error_code"] in (42201, 42205), (junk, body)
+        assert call(f"{url}/subjects/junk/versions")[0] == 404
+        assert call(f"{url}/schemas/types")[0] == 200
+
+
+def test_ids_survive_kill_9_and_the_topic_holds_confluents_records(
+    broker_process_factory, tmp_path
+):
+    from conftest import free_port, wait_for_port
+
+    port = free_port()
+    proc = broker_process_factory({"schema.registry.listen": f"127.0.0.1:{port}"})
+    wait_for_port(port)
+    url = f"http://127.0.0.1:{port}"
+    sr = client(url)
+    first = sr.register_schema("k-value", Schema(USER_V1, "AVRO"))
+    second = sr.register_schema("k-value", Schema(USER_V2, "AVRO"))
+    sr.set_compatibility("k-value", "FULL")
+    sr.delete_version("k-value", 1)
+    proc.kill()
+    proc.start()
+    wait_for_port(port)
+    sr = client(url)
+    assert sr.get_versions("k-value") == [2]
+    assert sr.get_latest_version("k-value").schema_id == second
+    assert json.loads(sr.get_schema(first).schema_str) == json.loads(USER_V1)
+    assert sr.get_compatibility("k-value") == "FULL"
+    third = sr.register_schema("k2-value", Schema(USER_BREAKING, "AVRO"))
+    assert third == second + 1
+    # The topic holds Confluent Schema Registry's own records.
+    consumer = Consumer(
+        {"bootstrap.servers": proc.bootstrap, "group.id": "peek", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["_schemas"])
+    keys = []
+    try:
+        while len(keys) < 5:
+            msg = consumer.poll(10)
+            assert msg is not None and msg.error() is None
+            keys.append((json.loads(msg.key()), msg.value() and json.loads(msg.value())))
+    finally:
+        consumer.close()
+    assert keys[0] == (
+        {"keytype": "SCHEMA", "subject": "k-value", "version": 1, "magic": 1},
+        {
+            "subject": "k-value",
+            "version": 1,
+            "id": first,
+            "schema": keys[0][1]["schema"],
+            "deleted": False,
+        },
+    )
+    assert keys[2] == (
+        {"keytype": "CONFIG", "subject": "k-value", "magic": 0},
+        {"compatibilityLevel": "FULL"},
+    )
+    assert keys[3][0]["keytype"] == "SCHEMA" and keys[3][1]["deleted"] is True
+
+
+def test_a_copied_schemas_topic_is_served_as_it_was(registry_broker, tmp_path):
+    """Records copied into _schemas (as from Confluent's or Karapace's topic) are the
+    registry's state: ids, versions and configs come across as they were."""
+    from chronik.broker.embedded import EmbeddedBroker
+
+    _, url = registry_broker
+    sr = client(url)
+    ids = [sr.register_schema("copy-value", Schema(s, "AVRO")) for s in (USER_V1, USER_V2)]
+    sr.set_compatibility(level="FORWARD")
+    source = Consumer(
+        {
+            "bootstrap.servers": registry_broker[0],
+            "group.id": "copy",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    source.subscribe(["_schemas"])
+    records = []
+    try:
+        while len(records) < 3:
+            msg = source.poll(10)
+            assert msg is not None and msg.error() is None
+            records.append((msg.key(), msg.value()))
+    finally:
+        source.close()
+    config = {"schema.registry.listen": "127.0.0.1:0"}
+    with EmbeddedBroker(data_dir=tmp_path / "copy", config=config) as other:
+        assert other.broker is not None
+        create_topic(other.bootstrap, "_schemas", **{"cleanup.policy": "compact"})
+        producer = Producer({"bootstrap.servers": other.bootstrap})
+        for key, value in records:
+            producer.produce("_schemas", key=key, value=value)
+        assert producer.flush(10) == 0
+        other_url = f"http://127.0.0.1:{other.broker.registry_port}"
+        copy = client(other_url)
+        assert copy.get_versions("copy-value") == [1, 2]
+        assert copy.get_latest_version("copy-value").schema_id == ids[1]
+        assert copy.get_compatibility() == "FORWARD"
+        # Ids go on from the copied ones.
+        assert copy.register_schema("new-value", Schema(USER_BREAKING, "AVRO")) == ids[1] + 1

@@ -829,3 +829,21 @@ def test_encoding_matches_confluent_kafkas_serializer(name: str, value: dict) ->
     assert payload == schema.encode(value, name)
     assert schema.message_name(indexes) == name
     assert schema.decode(payload, name) == value
+
+
+def test_a_base64_file_descriptor_is_taken_as_the_proto_it_describes() -> None:
+    """confluent-kafka's Python serializer registers a schema as a base64-encoded
+    FileDescriptorProto; it parses to the same messages, kept as .proto text."""
+    import base64
+
+    text = 'syntax = "proto3";\npackage acme;\nmessage Order { string id = 1; int64 cents = 2; }\n'
+    source = FORMAT.parse(text, {})
+    encoded = base64.b64encode(source.file.SerializeToString()).decode()
+    parsed = FORMAT.parse(encoded, {})
+    assert parsed.first_message_name() == "acme.Order"
+    assert "message Order" in parsed.canonical()
+    assert parsed.compatibility_errors(source) == []
+    assert source.compatibility_errors(parsed) == []
+    for junk in ("AAAA", "bm90IGEgZGVzY3JpcHRvcg=="):
+        with pytest.raises(SchemaError):
+            FORMAT.parse(junk, {})

@@ -520,6 +520,8 @@ class Broker:
     # -- long poll ---------------------------------------------------------------
 
     def wake_fetches(self, partition_log: object) -> None:
+        if self.registry is not None:
+            self.registry.log_grew(partition_log)
         waiters = self._waiters.pop(id(partition_log), None)
         if waiters:
             for fut in waiters:

@@ -393,7 +393,9 @@ class ReplicaManager:
                 self.pause(replica)
                 return
         replica.leader_hw = leader_hw
-        plog.set_high_watermark(min(leader_hw, plog.end_offset))
+        if plog.set_high_watermark(min(leader_hw, plog.end_offset)):
+            # What this replica may serve grew (its readers of internal topics follow it).
+            self.node.wake_fetches(plog)
         if plog.start_offset < leader_start <= plog.end_offset:
             with contextlib.suppress(Exception):
                 plog.delete_records(leader_start)

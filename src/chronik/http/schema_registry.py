@@ -144,8 +144,17 @@ class SchemaRegistryApi:
                 return await self._forward(request)
             if not write and not self.topic.has_copy() and self._primary_known():
                 return await self._forward(request)
+            if not write:
+                await self.registry.catch_up()
             try:
-                status, body, headers = await self._handle(request)
+                try:
+                    status, body, headers = await self._handle(request)
+                except RegistryError as exc:
+                    if write or exc.status != 404:
+                        raise
+                    # Not found here may be not read yet: this copy reads on once.
+                    await self.registry.catch_up()
+                    status, body, headers = await self._handle(request)
             except NotPrimary:
                 if request.headers.get(FORWARDED) or not self._primary_known():
                     raise

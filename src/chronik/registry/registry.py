@@ -56,6 +56,8 @@ Record = tuple[bytes, bytes | None]
 class SchemaLog(Protocol):
     """The ``_schemas`` partition as the registry uses it (chronik.registry.schemas_topic)."""
 
+    current_log: object
+
     def is_primary(self) -> bool: ...
 
     async def ensure(self, timeout: float) -> None:
@@ -154,6 +156,11 @@ class SchemaRegistry:
         """The topic's log grew here (an append, a replica fetch): read it soon."""
         self._wake.set()
 
+    def log_grew(self, partition_log: object) -> None:
+        """A log grew or its high watermark moved; the registry reads on if it is its own."""
+        if partition_log is self.log.current_log and partition_log is not None:
+            self._wake.set()
+
     async def _follow(self) -> None:
         while True:
             try:
@@ -166,8 +173,11 @@ class SchemaRegistry:
 
     async def catch_up(self, end: int | None = None) -> None:
         """Apply the records this broker may read (up to ``end`` if given)."""
+        limit = self.log.readable_end() if end is None else end
+        if self.state.next_offset >= limit:
+            return
         async with self._read_lock:
-            limit = self.log.readable_end() if end is None else end
+            before = self.state.next_offset
             while self.state.next_offset < limit:
                 start = self.state.next_offset
                 records = await self.log.read(start, limit)
@@ -176,7 +186,7 @@ class SchemaRegistry:
                         self.state.apply(key, value, offset)
                 if self.state.next_offset <= start:
                     break
-            if self.on_change is not None:
+            if self.on_change is not None and self.state.next_offset != before:
                 self.on_change()
 
     # -- parsing --------------------------------------------------------------------------

@@ -56,12 +56,15 @@ class SchemasTopic:
         self.cluster = cluster
         self._now_ms = now_ms
         self.segment_bytes = config.get("schema.registry.topic.segment.bytes", str(64 << 20))
+        # The log last found, so the broker can tell cheaply whether an append it
+        # wakes fetches for is one to _schemas.
+        self.current_log: PartitionLog | None = None
 
     def _log(self) -> PartitionLog | None:
         topic = self.catalog.get(TOPIC)
-        if topic is None or not topic.partitions:
-            return None
-        return topic.log(0)
+        plog = topic.log(0) if topic is not None else None
+        self.current_log = plog
+        return plog
 
     def primary(self) -> int:
         """The broker id of the primary; -1 when none is known (no leader yet)."""

@@ -48,6 +48,8 @@ otherwise). Difference types, with the incompatible ones reported:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import subprocess
@@ -167,6 +169,17 @@ class ProtobufFormat:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
+        descriptor = _descriptor_of(text)
+        if descriptor is not None:
+            # A serialized FileDescriptorProto in base64, as confluent-kafka's Python
+            # serializer registers one: kept as the .proto text it describes, as
+            # Confluent's registry keeps it.
+            printed = _Printer(
+                ProtobufSchema(
+                    "", dict(references), descriptor_pb2.FileDescriptorSet(file=[descriptor])
+                )
+            ).file()
+            return self.parse(printed, references)
         fds = _run_protoc(text, references)
         schema = ProtobufSchema(text, dict(references), fds)
         self._cache.put(key, schema)
@@ -174,6 +187,21 @@ class ProtobufFormat:
 
 
 FORMAT = ProtobufFormat()
+
+
+def _descriptor_of(text: str) -> descriptor_pb2.FileDescriptorProto | None:
+    """The FileDescriptorProto a schema text holds in base64, or None for .proto text."""
+    compact = "".join(text.split())
+    if not compact or len(compact) % 4 or ";" in text or "{" in text:
+        return None
+    try:
+        raw = base64.b64decode(compact, validate=True)
+        descriptor = descriptor_pb2.FileDescriptorProto.FromString(raw)
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    if not descriptor.message_type and not descriptor.enum_type:
+        return None
+    return descriptor
 
 
 # --------------------------------------------------------------------------- the schema
