@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import importlib.util
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,7 +58,6 @@ ORDER_JSON = json.dumps(
         "required": ["order", "qty"],
     }
 )
-HAS_JSON_SCHEMA = importlib.util.find_spec("chronik.schemas.json_schema") is not None
 
 
 @dataclass
@@ -358,7 +356,6 @@ def test_reads_decode_only_framed_values(served: Served) -> None:
     assert "value_json" not in events[4] and events[4]["decode_error"]
 
 
-@pytest.mark.skipif(not HAS_JSON_SCHEMA, reason="the JSON Schema format is not on this branch")
 def test_json_schema_appends_decode_and_reach_confluent_consumers(served: Served) -> None:
     topic = versioned_topic(served, "es-json")
     subject = f"{topic}-orders"

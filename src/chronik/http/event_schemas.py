@@ -43,6 +43,10 @@ NO_REGISTRY = (
 class SchemaSource(Protocol):
     """What the event store uses of the schema registry (chronik.registry.registry)."""
 
+    async def catch_up(self, end: int | None = None) -> None:
+        """Read this broker's copy of ``_schemas`` up to what it may read."""
+        ...
+
     def version(self, subject: str, spec: str | int, deleted: bool = False) -> Registered: ...
 
     def schema_by_id(self, schema_id: int) -> StoredSchema: ...
@@ -113,11 +117,13 @@ def requested_subject(query: dict[str, str], topic: str) -> tuple[str, str] | No
     return subject, version or "latest"
 
 
-def writer_schema(registry: SchemaSource | None, subject: str, version: str) -> WriterSchema:
+async def writer_schema(registry: SchemaSource | None, subject: str, version: str) -> WriterSchema:
     """The subject's schema at ``version``: 404 unknown subject or version, 400 a bad
     version, 501 without a registry, 400 a format whose values are not handled here."""
     if registry is None:
         raise HttpError(501, "registry_not_served", NO_REGISTRY)
+    # A schema just registered through another broker may not be read here yet.
+    await registry.catch_up()
     try:
         registered = registry.version(subject, version)
     except RegistryError as exc:
@@ -160,6 +166,14 @@ def _codec(registry: SchemaSource, stored: StoredSchema) -> ValueCodec:
             f"schema id {stored.schema_id} ({stored.schema_type}) does not parse here: "
             f"{getattr(exc, 'message', exc)}",
         ) from None
+
+
+async def value_decoder(registry: SchemaSource | None) -> ValueDecoder:
+    """A decoder for one read, on a registry state that has read what this broker may."""
+    if registry is None:
+        raise HttpError(501, "registry_not_served", NO_REGISTRY)
+    await registry.catch_up()
+    return ValueDecoder(registry)
 
 
 class ValueDecoder:

@@ -49,11 +49,10 @@ from urllib.parse import unquote, unquote_to_bytes
 
 from chronik.http.auth import BasicAuth
 from chronik.http.event_schemas import (
-    NO_REGISTRY,
     SchemaSource,
-    ValueDecoder,
     WriterSchema,
     requested_subject,
+    value_decoder,
     writer_schema,
 )
 from chronik.http.server import (
@@ -177,7 +176,7 @@ class HttpApi:
         allow(request, "GET", "POST")
         principal = await self.auth.principal(request)
         if request.method == "GET":
-            return self._read(request, principal, topic, key, query)
+            return await self._read(request, principal, topic, key, query)
         return await self._append(request, principal, topic, key, query)
 
     def _openapi_bytes(self) -> bytes:
@@ -250,7 +249,7 @@ class HttpApi:
         body = {"topic": topic, "key": _text(key)[0], "partition": index, "version_count": count}
         return 200, body, {"ETag": f'"{count}"'}
 
-    def _read(
+    async def _read(
         self,
         request: Request,
         principal: str | None,
@@ -263,9 +262,7 @@ class HttpApi:
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
         decoder = None
         if _bool_param(query, "decode"):
-            if self.broker.registry is None:
-                raise HttpError(501, "registry_not_served", NO_REGISTRY)
-            decoder = ValueDecoder(self.broker.registry)
+            decoder = await value_decoder(self.broker.registry)
         _, index, plog = self._locate(topic, key)
         kidx = plog.key_index
         count = kidx.version_count(key)
@@ -310,7 +307,7 @@ class HttpApi:
         named = requested_subject(query, topic)
         schema = None
         if named is not None:
-            schema = writer_schema(self.broker.registry, *named)
+            schema = await writer_schema(self.broker.registry, *named)
         values = _events(request.body, schema)
         local, index, plog = self._locate(topic, key)
         broker = self.broker
