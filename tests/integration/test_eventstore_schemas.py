@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,11 +18,23 @@ from urllib.parse import quote
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from conftest import free_port
+
+from .cli_support import chronik
 from .helpers import create_topic, topic_name
 
 ACCOUNT_V1 = json.dumps(
@@ -405,5 +418,104 @@ def test_a_broker_without_the_registry_says_what_is_needed(tmp_path) -> None:
         assert status == 201
         status, read = served.call("GET", events_path(topic, "k"))
         assert json.loads(read["events"][0]["value"]) == good["events"][0]["value"]
+    finally:
+        embedded.close()
+
+
+def test_schemas_need_describe_on_the_schemas_topic(tmp_path) -> None:
+    from chronik.broker.embedded import EmbeddedBroker
+
+    data = tmp_path / "data"
+    users = {"admin": "admin-Pa55word", "alice": "alice-Secret-42"}
+    for user, password in users.items():
+        done = chronik(
+            "users", "add", user, "--password-stdin", "--data-dir", str(data), input=password + "\n"
+        )
+        assert done.returncode == 0, done.stderr
+    plain_port, sasl_port = free_port(), free_port()
+    embedded = EmbeddedBroker(
+        data_dir=data,
+        port=plain_port,
+        config={
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "authorizer.class.name": "chronik",
+            "super.users": "User:admin",
+            "http.listen": "127.0.0.1:0",
+            "schema.registry.listen": "127.0.0.1:0",
+        },
+    )
+    embedded.start()
+    try:
+        broker = embedded.broker
+        assert broker is not None and broker.http_port and broker.registry_port
+        admin = AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{sasl_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "admin",
+                "sasl.password": users["admin"],
+            }
+        )
+        topic = topic_name("es-acl")
+        admin.create_topics([NewTopic(topic, 1, 1, config={"key.versioning.enable": "true"})])[
+            topic
+        ].result(30)
+        sr = SchemaRegistryClient(
+            {
+                "url": f"http://127.0.0.1:{broker.registry_port}",
+                "basic.auth.user.info": f"admin:{users['admin']}",
+            }
+        )
+        sr.register_schema(f"{topic}-value", Schema(ACCOUNT_V1, "AVRO"))
+
+        def acl(name: str, operation: AclOperation) -> AclBinding:
+            return AclBinding(
+                ResourceType.TOPIC,
+                name,
+                ResourcePatternType.LITERAL,
+                "User:alice",
+                "*",
+                operation,
+                AclPermissionType.ALLOW,
+            )
+
+        def grant(*bindings: AclBinding) -> None:
+            for future in admin.create_acls(list(bindings), request_timeout=10).values():
+                future.result()
+
+        grant(acl(topic, AclOperation.READ), acl(topic, AclOperation.WRITE))
+        served = Served(embedded.bootstrap, broker.http_port, "")
+        alice = {
+            "Authorization": "Basic "
+            + base64.b64encode(f"alice:{users['alice']}".encode()).decode()
+        }
+        good = {"events": [{"value": {"kind": "OPEN", "amount": 1}}]}
+        with_subject = events_path(topic, "k", "subject_strategy=topic")
+        # alice may write and read the topic, but not read schemas: no subject, no decode.
+        status, doc = served.call("POST", with_subject, good, alice)
+        assert (status, doc["error"]) == (403, "forbidden"), doc
+        assert "_schemas" in doc["message"]
+        status, doc = served.call("GET", events_path(topic, "k", "decode=true"), headers=alice)
+        assert status == 403 and "_schemas" in doc["message"]
+        status, doc = served.call("GET", events_path(topic, "k"), headers=alice)
+        assert (status, doc["version_count"]) == (200, 0)
+        grant(acl("_schemas", AclOperation.DESCRIBE))
+        deadline = time.monotonic() + 10
+        while True:
+            status, doc = served.call("POST", with_subject, good, alice)
+            if status != 403 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == 201, doc
+        status, doc = served.call("GET", events_path(topic, "k", "decode=true"), headers=alice)
+        assert status == 200
+        assert doc["events"][0]["value_json"] == {
+            "kind": "OPEN",
+            "amount": 1,
+            "note": None,
+            "tags": [],
+        }
     finally:
         embedded.close()

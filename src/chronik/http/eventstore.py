@@ -28,7 +28,9 @@ another broker leads is answered 421 with that broker's id; one without a live l
 
 Security: with an authorizer or a SASL listener, every request needs HTTP Basic
 credentials, checked against the SCRAM credential store as SASL PLAIN checks them
-(principal User:NAME), and ACLs as Fetch (READ on the topic) and Produce (WRITE) need.
+(principal User:NAME), and ACLs as Fetch (READ on the topic) and Produce (WRITE) need;
+an append naming a subject and a read with decode=true also need DESCRIBE on the topic
+_schemas, as the registry's own reads do.
 
 Limits (broker settings): http.max.connections (256; more are answered 503 and closed),
 http.max.body.bytes (1 MiB; 413), http.request.timeout.ms (30 s to send a request head
@@ -70,6 +72,7 @@ from chronik.records.builder import Record, build_batch
 from chronik.records.partitioner import partition_for_key
 from chronik.records.recompress import recompress, target_codec
 from chronik.records.versions import EXPECTED_HEADER, VersionError
+from chronik.registry.schemas_topic import TOPIC as SCHEMAS_TOPIC
 from chronik.security.acl_model import Operation
 from chronik.security.authorizer import Authorizer
 from chronik.security.broker_security import BrokerSecurity
@@ -262,6 +265,8 @@ class HttpApi:
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
         decoder = None
         if _bool_param(query, "decode"):
+            # Schemas are read as the registry's API reads them: DESCRIBE on _schemas.
+            self.auth.authorize(request, principal, Operation.DESCRIBE, SCHEMAS_TOPIC)
             decoder = await value_decoder(self.broker.registry)
         _, index, plog = self._locate(topic, key)
         kidx = plog.key_index
@@ -307,6 +312,7 @@ class HttpApi:
         named = requested_subject(query, topic)
         schema = None
         if named is not None:
+            self.auth.authorize(request, principal, Operation.DESCRIBE, SCHEMAS_TOPIC)
             schema = await writer_schema(self.broker.registry, *named)
         values = _events(request.body, schema)
         local, index, plog = self._locate(topic, key)
