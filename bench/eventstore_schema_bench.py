@@ -139,6 +139,16 @@ def reads(port: int, topic: str, query: str, keys: int, batch: int, decoded: boo
     return keys * batch / seconds
 
 
+def ratio(value: float, base: float) -> float | None:
+    """value / base; None when the base is too small to measure (CPU time counts in clock
+    ticks, so a quick run may see none)."""
+    return value / base if base > 0 else None
+
+
+def shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -198,7 +208,7 @@ def main() -> int:
             )
             print(
                 f"{name:32}{rates[kind]:>10,.0f}{rates[kind] / rates['plain']:>10.2f}"
-                f"{cpus[kind] * 1e6:>14.1f}{cpus[kind] / cpus['plain']:>10.2f}"
+                f"{cpus[kind] * 1e6:>14.1f}{shown(ratio(cpus[kind], cpus['plain'])):>10}"
             )
     report = {
         "bench": "eventstore_schema",
@@ -214,8 +224,8 @@ def main() -> int:
         "read_over_plain": {k: v / best_read["plain"] for k, v in best_read.items()},
         "append_cpu_us_per_event": {k: v * 1e6 for k, v in cpu_append.items()},
         "read_cpu_us_per_event": {k: v * 1e6 for k, v in cpu_read.items()},
-        "append_cpu_over_plain": {k: v / cpu_append["plain"] for k, v in cpu_append.items()},
-        "read_cpu_over_plain": {k: v / cpu_read["plain"] for k, v in cpu_read.items()},
+        "append_cpu_over_plain": {k: ratio(v, cpu_append["plain"]) for k, v in cpu_append.items()},
+        "read_cpu_over_plain": {k: ratio(v, cpu_read["plain"]) for k, v in cpu_read.items()},
     }
     out = args.output or RESULTS_DIR / f"eventstore-schema-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
