@@ -30,6 +30,7 @@ fi
 
 if [ -f tests/compat/package.json ] && command -v npm >/dev/null 2>&1; then
   if [ ! -d tests/compat/node_modules/kafkajs ] || [ ! -d tests/compat/node_modules/kafkajs-snappy ] \
+     || [ ! -d tests/compat/node_modules/@confluentinc/schemaregistry ] \
      || [ tests/compat/package-lock.json -nt tests/compat/node_modules ]; then
     (cd tests/compat && npm ci --silent --no-audit --no-fund >/dev/null)
   fi
