@@ -519,3 +519,84 @@ def test_schemas_need_describe_on_the_schemas_topic(tmp_path) -> None:
         }
     finally:
         embedded.close()
+
+
+SHOP_PROTO = """syntax = "proto3";
+package shop;
+
+message Order {
+  string id = 1;
+  int64 cents = 2;
+  repeated string lines = 3;
+  message Line {
+    string sku = 1;
+    int32 qty = 2;
+  }
+}
+
+message Refund {
+  string order = 1;
+  int64 cents = 2;
+}
+"""
+
+
+def test_protobuf_messages_by_index_decode_and_reach_confluent_consumers(served: Served) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+    from chronik.schemas.formats import parse
+
+    topic = versioned_topic(served, "es-proto")
+    schema_id = served.registry().register_schema(f"{topic}-value", Schema(SHOP_PROTO, "PROTOBUF"))
+    orders = [{"id": "o-1", "cents": "250", "lines": ["tea"]}, {"id": "o-2", "cents": "75"}]
+    status, doc = served.call(
+        "POST",
+        events_path(topic, "order-1", "subject_strategy=topic"),
+        {"events": [{"value": v} for v in orders]},
+    )
+    assert (status, doc["schema_id"]) == (201, schema_id), doc
+    refund = {"order": "o-1", "cents": "250"}
+    line = {"sku": "tea-1", "qty": 3}
+    for key, message, value in (
+        ("refund-1", "shop.Refund", refund),
+        ("line-1", "shop.Order.Line", line),
+    ):
+        status, doc = served.call(
+            "POST",
+            events_path(topic, key, f"subject_strategy=topic&message={message}"),
+            {"events": [{"value": value}]},
+        )
+        assert status == 201, doc
+    # A value that is not the message's JSON mapping, and a message the schema lacks.
+    status, doc = served.call(
+        "POST",
+        events_path(topic, "order-1", "subject_strategy=topic"),
+        {"events": [{"value": orders[0]}, {"value": {"id": "o-3", "cents": "many"}}]},
+    )
+    assert (status, doc["index"]) == (422, 1), doc
+    status, doc = served.call(
+        "POST",
+        events_path(topic, "order-1", "subject_strategy=topic&message=shop.Nope"),
+        {"events": [{"value": orders[0]}]},
+    )
+    assert (status, doc["error"]) == (400, "bad_request"), doc
+    assert version_count(served, topic, "order-1") == 2
+
+    decoded = {}
+    for key in ("order-1", "refund-1", "line-1"):
+        status, read = served.call("GET", events_path(topic, key, "decode=true"))
+        assert status == 200
+        assert {e["schema_id"] for e in read["events"]} == {schema_id}
+        decoded[key] = [e["value_json"] for e in read["events"]]
+    assert decoded == {"order-1": orders, "refund-1": [refund], "line-1": [line]}
+    # Each record carries its message's indexes: Order [0] (one zero byte), Refund [1],
+    # Order.Line [0, 0], as Confluent's serializers write them.
+    status, read = served.call("GET", events_path(topic, "line-1"))
+    assert raw_value(read["events"][0])[5:8] == b"\x04\x00\x00"
+
+    shop = parse("PROTOBUF", SHOP_PROTO)
+    order_class = shop.message_class("shop.Order")  # type: ignore[attr-defined]
+    got = consume_values(
+        served, topic, 2, ProtobufDeserializer(order_class, {"use.deprecated.format": False})
+    )
+    assert got == [order_class(id="o-1", cents=250, lines=["tea"]), order_class(id="o-2", cents=75)]

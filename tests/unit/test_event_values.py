@@ -1,17 +1,25 @@
-"""Confluent's framing of a value (chronik.schemas.framing) and the JSON form the event
+"""Confluent's framing of a value and of Protobuf message indexes (chronik.schemas.framing)
+and the JSON form the event
 store's API gives decoded values (chronik.http.event_schemas.json_value)."""
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import io
 import json
 import uuid
 
 import pytest
 
 from chronik.http.event_schemas import json_value
-from chronik.schemas.framing import frame, unframe
+from chronik.schemas.framing import (
+    FramingError,
+    frame,
+    message_indexes,
+    read_message_indexes,
+    unframe,
+)
 
 
 def test_frame_is_magic_byte_id_big_endian_then_payload() -> None:
@@ -51,3 +59,30 @@ def test_json_value_gives_only_json_types() -> None:
     }
     # Strict JSON: no NaN tokens, nothing json cannot write.
     json.dumps(out, allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    ("indexes", "encoded"),
+    [
+        ([0], b"\x00"),
+        ([1], b"\x02\x02"),
+        ([0, 0], b"\x04\x00\x00"),
+        ([2, 70], b"\x04\x04\x8c\x01"),
+    ],
+)
+def test_message_indexes_as_confluents_serializers_write_them(
+    indexes: list[int], encoded: bytes
+) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    written = io.BytesIO()
+    ProtobufSerializer._encode_varints(written, indexes, zigzag=True)
+    assert written.getvalue() == encoded
+    assert message_indexes(indexes) == encoded
+    assert read_message_indexes(encoded + b"msg") == (indexes, b"msg")
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x04\x02", b"\x02\x01", b"\xff" * 11, b"\xc8\x01"])
+def test_bad_message_indexes(payload: bytes) -> None:
+    with pytest.raises(FramingError):
+        read_message_indexes(payload)

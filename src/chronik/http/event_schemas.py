@@ -3,12 +3,16 @@
 An append that names a subject (``?subject=NAME`` or ``?subject_strategy=topic``, and
 ``&version=N``, the latest by default) carries each value as a JSON document. Each is
 checked against the subject's schema and stored as Confluent's serializers store it
-(chronik.schemas.framing: magic byte 0, the schema id, then the Avro binary or the UTF-8
-JSON text), so any Kafka consumer with Confluent's deserializers reads the events. A read
-with ``?decode=true`` turns framed values back into JSON with the schema their id names.
+(chronik.schemas.framing: magic byte 0, the schema id, then the Avro binary, the UTF-8
+JSON text, or the Protobuf message indexes and message), so any Kafka consumer with
+Confluent's deserializers reads the events. A read with ``?decode=true`` turns framed
+values back into JSON with the schema their id names.
 
 Avro values are in the form fastavro takes: a record is an object, a union takes the plain
-value of one branch. Decoded Avro values the JSON types cannot hold are written as Avro's
+value of one branch. Protobuf values are Protobuf's JSON mapping of the subject's first
+message, or of the one ``&message=full.Name`` names; decoded, they are that mapping again
+(field names as declared, 64-bit integers as strings). Decoded Avro values the JSON types
+cannot hold are written as Avro's
 JSON encoding and Python's text forms would have them: bytes and fixed as a string of the
 code points 0-255, decimals as their digits in a string, dates and times in ISO 8601, UUIDs
 as text, NaN and the infinities as "NaN", "Infinity" and "-Infinity".
@@ -27,12 +31,16 @@ from chronik.http.server import HttpError
 from chronik.registry.errors import RegistryError
 from chronik.registry.registry import Registered
 from chronik.registry.state import StoredSchema
-from chronik.schemas.framing import frame, unframe
+from chronik.schemas.framing import (
+    FramingError,
+    frame,
+    message_indexes,
+    read_message_indexes,
+    unframe,
+)
 from chronik.schemas.types import ParsedSchema, SchemaError, ValueMismatch
 
-# The formats whose values the API writes and reads as JSON. Protobuf values need a
-# message named by its indexes and a JSON mapping of their own; they are not handled here.
-CODED_TYPES = ("AVRO", "JSON")
+CODED_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
 NO_REGISTRY = (
     "schema subjects need the broker's schema registry: start the broker with "
@@ -62,6 +70,20 @@ class ValueCodec(Protocol):
     def decode(self, payload: bytes) -> Any: ...
 
 
+class MessageCodec(Protocol):
+    """The codec of a format whose schema holds several messages (ProtobufSchema)."""
+
+    def encode(self, value: dict[str, Any], name: str | None = None) -> bytes: ...
+
+    def decode(self, payload: bytes, name: str | None = None) -> dict[str, Any]: ...
+
+    def first_message_name(self) -> str: ...
+
+    def message_indexes(self, name: str) -> list[int]: ...
+
+    def message_name(self, indexes: list[int]) -> str: ...
+
+
 @dataclass(frozen=True)
 class WriterSchema:
     """The schema an append's values are written with."""
@@ -70,12 +92,17 @@ class WriterSchema:
     version: int
     schema_id: int
     schema_type: str
-    codec: ValueCodec
+    codec: Any  # ValueCodec, or MessageCodec when ``message`` is set
+    message: str | None
+    prefix: bytes  # the framing ahead of each payload
 
     def encode(self, index: int, value: Any) -> bytes:
         """The framed value of event ``index``; 422 naming the event when it does not fit."""
         try:
-            payload = self.codec.encode(value)
+            if self.message is None:
+                payload = cast(ValueCodec, self.codec).encode(value)
+            else:
+                payload = cast(MessageCodec, self.codec).encode(value, self.message)
         except ValueMismatch as exc:
             reason = str(exc)
             raise HttpError(
@@ -89,14 +116,15 @@ class WriterSchema:
                 version=self.version,
                 schema_id=self.schema_id,
             ) from None
-        return frame(self.schema_id, payload)
+        return self.prefix + payload
 
 
-def requested_subject(query: dict[str, str], topic: str) -> tuple[str, str] | None:
-    """(subject, version) an append names, or None when it names none."""
+def requested_subject(query: dict[str, str], topic: str) -> tuple[str, str, str | None] | None:
+    """(subject, version, message) an append names, or None when it names no subject."""
     subject = query.get("subject")
     strategy = query.get("subject_strategy")
     version = query.get("version")
+    message = query.get("message") or None
     if subject is not None and strategy is not None:
         raise HttpError(400, "bad_request", "give subject or subject_strategy, not both")
     if strategy is not None:
@@ -109,17 +137,22 @@ def requested_subject(query: dict[str, str], topic: str) -> tuple[str, str] | No
             )
         subject = f"{topic}-value"
     if subject is None:
-        if version is not None:
-            raise HttpError(400, "bad_request", "version needs subject or subject_strategy")
+        if version is not None or message is not None:
+            raise HttpError(
+                400, "bad_request", "version and message need subject or subject_strategy"
+            )
         return None
     if not subject:
         raise HttpError(400, "bad_request", "empty subject")
-    return subject, version or "latest"
+    return subject, version or "latest", message
 
 
-async def writer_schema(registry: SchemaSource | None, subject: str, version: str) -> WriterSchema:
-    """The subject's schema at ``version``: 404 unknown subject or version, 400 a bad
-    version, 501 without a registry, 400 a format whose values are not handled here."""
+async def writer_schema(
+    registry: SchemaSource | None, subject: str, version: str, message: str | None = None
+) -> WriterSchema:
+    """The subject's schema at ``version`` (and, for Protobuf, its ``message``, the first
+    by default): 404 unknown subject or version, 400 a bad version or message, 501
+    without a registry."""
     if registry is None:
         raise HttpError(501, "registry_not_served", NO_REGISTRY)
     # A schema just registered through another broker may not be read here yet.
@@ -146,18 +179,41 @@ async def writer_schema(registry: SchemaSource | None, subject: str, version: st
         raise HttpError(
             400,
             "unsupported_schema_type",
-            f"subject {subject!r} has a {stored.schema_type} schema: appends with a subject "
-            f"take {' or '.join(CODED_TYPES)} schemas",
+            f"subject {subject!r} has a {stored.schema_type} schema",
             subject=subject,
         )
+    codec = _codec(registry, stored)
+    prefix = frame(stored.schema_id, b"")
+    if stored.schema_type == "PROTOBUF":
+        messages = cast(MessageCodec, codec)
+        try:
+            message = message or messages.first_message_name()
+            prefix += message_indexes(messages.message_indexes(message))
+        except SchemaError as exc:
+            raise HttpError(
+                400, "bad_request", f"subject {subject!r}: {exc}", subject=subject
+            ) from None
+    elif message is not None:
+        raise HttpError(
+            400,
+            "bad_request",
+            f"message names a Protobuf message; subject {subject!r} has a "
+            f"{stored.schema_type} schema",
+        )
     return WriterSchema(
-        subject, registered.version, stored.schema_id, stored.schema_type, _codec(registry, stored)
+        subject,
+        registered.version,
+        stored.schema_id,
+        stored.schema_type,
+        codec,
+        message,
+        prefix,
     )
 
 
-def _codec(registry: SchemaSource, stored: StoredSchema) -> ValueCodec:
+def _codec(registry: SchemaSource, stored: StoredSchema) -> Any:
     try:
-        return cast(ValueCodec, registry.parsed(stored))
+        return registry.parsed(stored)
     except (RegistryError, SchemaError, ImportError) as exc:
         # The registry took the schema, so this broker lacks what parses it.
         raise HttpError(
@@ -181,7 +237,7 @@ class ValueDecoder:
 
     def __init__(self, registry: SchemaSource) -> None:
         self.registry = registry
-        self._codecs: dict[int, ValueCodec | str | None] = {}
+        self._codecs: dict[int, tuple[str, Any] | str | None] = {}
 
     def fields(self, value: bytes | None) -> dict[str, Any]:
         """``schema_id`` and ``value_json`` of a framed value (``decode_error`` instead of
@@ -198,16 +254,22 @@ class ValueDecoder:
             return {}
         if isinstance(codec, str):
             return {"schema_id": schema_id, "decode_error": codec}
+        schema_type, found = codec
         try:
-            decoded = codec.decode(payload)
-        except (ValueMismatch, SchemaError) as exc:
+            if schema_type == "PROTOBUF":
+                messages = cast(MessageCodec, found)
+                indexes, body = read_message_indexes(payload)
+                decoded = messages.decode(body, messages.message_name(indexes))
+            else:
+                decoded = cast(ValueCodec, found).decode(payload)
+        except (ValueMismatch, SchemaError, FramingError) as exc:
             return {"schema_id": schema_id, "decode_error": str(exc)}
         return {"schema_id": schema_id, "value_json": json_value(decoded)}
 
-    def _codec(self, schema_id: int) -> ValueCodec | str | None:
+    def _codec(self, schema_id: int) -> tuple[str, Any] | str | None:
         if schema_id in self._codecs:
             return self._codecs[schema_id]
-        found: ValueCodec | str | None
+        found: tuple[str, Any] | str | None
         try:
             stored = self.registry.schema_by_id(schema_id)
         except RegistryError:
@@ -217,7 +279,7 @@ class ValueDecoder:
                 found = f"{stored.schema_type} values are not decoded here"
             else:
                 try:
-                    found = _codec(self.registry, stored)
+                    found = (stored.schema_type, _codec(self.registry, stored))
                 except HttpError as exc:
                     found = str(exc)
         self._codecs[schema_id] = found

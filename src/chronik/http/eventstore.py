@@ -7,7 +7,8 @@ GET /v1/openapi.yaml.
   GET  /v1/topics/{topic}/keys/{key}                    {"partition", "version_count"}
   GET  /v1/topics/{topic}/keys/{key}/events?from_version=0&limit=100
   POST /v1/topics/{topic}/keys/{key}/events             If-Match: "<expected version>"
-       ?subject=NAME | ?subject_strategy=topic [&version=N]  values as JSON under a schema
+       ?subject=NAME | ?subject_strategy=topic [&version=N] [&message=pkg.Name]
+                                                           values as JSON under a schema
   GET  ...events?decode=true                              framed values decoded to JSON
 
 Schemas (chronik.http.event_schemas): an append naming a subject of the broker's schema
