@@ -23,33 +23,23 @@ from pyspark.sql.types import (  # noqa: E402
 )
 
 from chronik.schemas.formats import parse  # noqa: E402
-from chronik.spark import wire_format  # noqa: E402
 from chronik.spark.schema_types import avro_type, json_schema_type  # noqa: E402
+from chronik.spark.value_decode import NotFramed, split  # noqa: E402
 from chronik.spark.value_encode import avro_schema_of  # noqa: E402
-
-
-def test_framing_round_trips_ids_and_message_indexes():
-    assert wire_format.header(7) == b"\x00\x00\x00\x00\x07"
-    assert wire_format.header(7, [0]) == b"\x00\x00\x00\x00\x07\x00"
-    framed = wire_format.header(300, [1, 0, 2]) + b"payload"
-    schema_id, at = wire_format.split(framed)
-    indexes, start = wire_format.message_indexes(framed, at)
-    assert (schema_id, indexes, framed[start:]) == (300, [1, 0, 2], b"payload")
-    assert wire_format.message_indexes(b"\x00", 0) == ([0], 1)
 
 
 @pytest.mark.parametrize(
     ("data", "why"),
-    [(b"\x00\x00", "fewer than the 5"), (b"\x01\x00\x00\x00\x01x", "magic byte 1")],
+    [
+        (b"\x00\x00", "fewer than the 5"),
+        (b"\x01\x00\x00\x00\x01x", "magic byte 1"),
+        (b"\x00\xff\xff\xff\xffx", "negative schema id"),
+    ],
 )
-def test_framing_errors_say_why(data: bytes, why: str):
-    with pytest.raises(wire_format.FramingError, match=why):
-        wire_format.split(data)
-
-
-def test_message_indexes_running_past_the_end_are_refused():
-    with pytest.raises(wire_format.FramingError, match="past the end"):
-        wire_format.message_indexes(b"\x00\x00\x00\x00\x01\x06\x02", 5)
+def test_unframed_values_say_why(data: bytes, why: str):
+    with pytest.raises(NotFramed, match=why):
+        split(data)
+    assert split(b"\x00\x00\x00\x01\x2cpayload") == (300, 5)
 
 
 def test_avro_types():

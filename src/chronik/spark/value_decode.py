@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
+from chronik.schemas import framing
 from chronik.schemas.types import SchemaError, ValueMismatch
-from chronik.spark import avro_columns, wire_format
+from chronik.spark import avro_columns
 from chronik.spark.registry_client import (
     SCHEMA_NOT_FOUND,
     FetchedSchema,
@@ -39,13 +40,30 @@ from chronik.spark.schema_types import Mapped
 MAX_UNKNOWN_IDS = 10_000
 
 
+class NotFramed(ValueError):
+    """A value that is not in Confluent's wire format (chronik.schemas.framing)."""
+
+
+def split(data: bytes) -> tuple[int, int]:
+    """(schema id, where the payload starts) of a framed value; NotFramed says why not."""
+    if len(data) < framing.HEADER_SIZE:
+        raise NotFramed(f"{len(data)} bytes, fewer than the 5 of Confluent's header")
+    if data[0] != framing.MAGIC:
+        raise NotFramed(f"magic byte {data[0]}, not 0: not Confluent's wire format")
+    schema_id = framing.HEADER.unpack_from(data)[1]
+    if schema_id < 0:
+        raise NotFramed(f"negative schema id {schema_id}")
+    return schema_id, framing.HEADER_SIZE
+
+
 class UnknownSchema(ValueError):
     """A record names a schema id the registry does not have: that record's fault. (A
     registry that cannot be reached fails the read instead: every record would be lost.)"""
 
 
 _ERRORS = (
-    wire_format.FramingError,
+    NotFramed,
+    framing.FramingError,
     SchemaError,
     ValueMismatch,
     ValueError,
@@ -87,7 +105,7 @@ class _TopicReader:
             raise UnknownSchema(f"schema id {schema_id} is not in the schema registry") from None
 
     def decode(self, data: bytes) -> Any:
-        schema_id, start = wire_format.split(data)
+        schema_id, start = split(data)
         decode = self.writers.get(schema_id)
         if decode is None:
             decode = self.writers[schema_id] = self._decoder(schema_id)
@@ -103,10 +121,10 @@ class _TopicReader:
         _, offsets_buf, data_buf = raw.buffers()
         offsets = np.frombuffer(offsets_buf, np.int32, n + 1, raw.offset * 4).astype(np.int64)
         starts, ends = offsets[:-1], offsets[1:]
-        if data_buf is None or (ends - starts < wire_format.HEADER_SIZE).any():
+        if data_buf is None or (ends - starts < framing.HEADER_SIZE).any():
             return None
         buf = np.frombuffer(data_buf, np.uint8)
-        if (buf[starts] != wire_format.MAGIC).any():
+        if (buf[starts] != framing.MAGIC).any():
             return None
         ids = (
             (buf[starts + 1].astype(np.int64) << 24)
@@ -124,7 +142,7 @@ class _TopicReader:
             return None
         program, plan = found
         return avro_columns.decode_column(
-            program, plan, buf, starts + wire_format.HEADER_SIZE, ends, target
+            program, plan, buf, starts + framing.HEADER_SIZE, ends, target
         )
 
     def _program(self, schema_id: int) -> tuple[avro_columns.Program, dict[str, Any]] | None:
@@ -171,14 +189,14 @@ class _TopicReader:
         buf = np.frombuffer(data, np.uint8)
         starts, ends = offsets[:-1], offsets[1:]
         present = raw.is_valid().to_numpy(zero_copy_only=False)
-        framed = present & (ends - starts >= wire_format.HEADER_SIZE)
+        framed = present & (ends - starts >= framing.HEADER_SIZE)
         if framed.any():
             at = starts[framed]
-            framed[framed] = buf[at] == wire_format.MAGIC
+            framed[framed] = buf[at] == framing.MAGIC
         for i in np.flatnonzero(present & ~framed).tolist():
             try:
-                wire_format.split(data[starts[i] : ends[i]])
-            except wire_format.FramingError as exc:
+                split(data[starts[i] : ends[i]])
+            except NotFramed as exc:
                 failed(i, exc)
         chosen = np.flatnonzero(framed)
         if len(chosen) == 0:
@@ -201,7 +219,7 @@ class _TopicReader:
                 pair = schemas.get(schema_id)
                 if pair is None:
                     pair = schemas[schema_id] = self._avro_schemas(schema_id)
-                fo.seek(start + wire_format.HEADER_SIZE)
+                fo.seek(start + framing.HEADER_SIZE)
                 try:
                     value = read(fo, pair[0], pair[1])
                 except Exception as exc:  # fastavro's errors have no common base
@@ -256,14 +274,14 @@ class _TopicReader:
         checked: set[tuple[int, ...]] = set()
 
         def decode(data: bytes) -> Any:
-            indexes, start = wire_format.message_indexes(data, wire_format.HEADER_SIZE)
+            indexes, message = framing.read_message_indexes(data[framing.HEADER_SIZE :])
             if tuple(indexes) not in checked:
                 name = writer_schema.message_name(indexes)  # type: ignore[attr-defined]
                 if name != wanted:
                     raise SchemaError(f"the record holds a {name}, the column a {wanted}")
                 checked.add(tuple(indexes))
             msg = cls()
-            msg.ParseFromString(data[start:])
+            msg.ParseFromString(message)
             return msg
 
         return decode
@@ -395,7 +413,14 @@ class ColumnDecoder:
         return pa.array(out, self.arrow_type)
 
 
-_KNOWN = (wire_format.FramingError, UnknownSchema, SchemaError, ValueMismatch, ProtobufDecodeError)
+_KNOWN = (
+    NotFramed,
+    framing.FramingError,
+    UnknownSchema,
+    SchemaError,
+    ValueMismatch,
+    ProtobufDecodeError,
+)
 
 
 class BatchDecoder:

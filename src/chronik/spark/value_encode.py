@@ -37,8 +37,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from chronik.schemas import framing
 from chronik.schemas.types import SchemaError, ValueMismatch
-from chronik.spark import wire_format
 from chronik.spark.options import OptionError
 from chronik.spark.registry_client import client_for
 from chronik.spark.schema_options import ColumnFormat, SchemaOptions, subject_schema
@@ -175,16 +175,16 @@ class ColumnEncoder:
             schema_id, schema = chosen.schema_id, chosen.schema
         parsed = schema.parsed if self.fmt.schema_type != "JSON" else None
         if self.fmt.schema_type == "AVRO":
-            head = wire_format.header(schema_id)
+            head = framing.frame(schema_id, b"")
             encode: Callable[[Any], bytes] = parsed.encode  # type: ignore[union-attr]
         elif self.fmt.schema_type == "JSON":
-            head = wire_format.header(schema_id)
+            head = framing.frame(schema_id, b"")
 
             def encode(value: Any) -> bytes:
                 return json.dumps(value, default=json_default, separators=(",", ":")).encode()
         else:
             name = parsed.first_message_name()  # type: ignore[union-attr]
-            head = wire_format.header(schema_id, [0])
+            head = framing.frame(schema_id, framing.message_indexes([0]))
 
             def encode(value: Any) -> bytes:
                 return parsed.encode(_proto_json(value), name)  # type: ignore[union-attr]
