@@ -76,6 +76,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     # capped to the live brokers when _schemas is created.
     "schema.registry.topic.replication.factor": "3",
     "schema.registry.topic.segment.bytes": "67108864",
+    # Where the schema registry is served ("" = not served). DescribeConfigs of a broker
+    # reports the URL it is reached at, so clients (the Spark source) can find it.
+    "schema.registry.listen": "",
 }
 
 # Read only in cluster mode; on a single node they are reported as having no effect.

@@ -171,6 +171,7 @@ MECHANISM_CONFIGS = ("sasl.jaas.config", "sasl.login.callback.handler.class",
                      "sasl.login.class", "sasl.server.callback.handler.class",
                      "connections.max.reauth.ms")
 LISTENER_PREFIX = "listener.name."
+REGISTRY_LISTEN = "schema.registry.listen"
 
 
 def _base(name: str) -> tuple[str, bool]:
@@ -503,6 +504,8 @@ class DynamicBrokerConfigs:
                 synonyms.append(ConfigSynonym(name, default, SOURCE_DEFAULT))
             if not synonyms:
                 continue
+            if per_broker and name == REGISTRY_LISTEN:
+                synonyms = self._registry_synonyms(synonyms)
             sensitive = key is not None and key.type == TYPE_PASSWORD
             if sensitive:
                 synonyms = [s._replace(value=None) for s in synonyms]
@@ -512,6 +515,17 @@ class DynamicBrokerConfigs:
                 key.type if key is not None else TYPE_STRING, "",
             ))
         return entries
+
+    def _registry_synonyms(self, synonyms: list[ConfigSynonym]) -> list[ConfigSynonym]:
+        """schema.registry.listen as clients can use it: the URL the registry is served at
+        (a port 0 in the setting is the port bound; --schema-registry-listen counts as a
+        static setting), or "" when this broker serves none."""
+        api = getattr(self.broker, "registry_api", None)
+        url = api.url if api is not None else None
+        if not url:
+            return [ConfigSynonym(REGISTRY_LISTEN, "", SOURCE_DEFAULT)]
+        return [ConfigSynonym(REGISTRY_LISTEN, url, SOURCE_STATIC_BROKER),
+                *(s for s in synonyms if s.source == SOURCE_DEFAULT)]
 
     def topic_layers(self) -> dict[str, Any]:
         """The broker layers a topic's configs resolve through (describe_topic_configs)."""

@@ -7,6 +7,14 @@ GET /v1/openapi.yaml.
   GET  /v1/topics/{topic}/keys/{key}                    {"partition", "version_count"}
   GET  /v1/topics/{topic}/keys/{key}/events?from_version=0&limit=100
   POST /v1/topics/{topic}/keys/{key}/events             If-Match: "<expected version>"
+       ?subject=NAME | ?subject_strategy=topic [&version=N] [&message=pkg.Name]
+                                                           values as JSON under a schema
+  GET  ...events?decode=true                              framed values decoded to JSON
+
+Schemas (chronik.http.event_schemas): an append naming a subject of the broker's schema
+registry carries JSON documents as values, checked against the subject's schema (422 for
+one that does not fit: nothing is written) and stored in Confluent's wire format; a read
+with decode=true adds each framed value's schema id and its value as JSON.
 
 Keys in the path are percent-encoded UTF-8 (``?key_encoding=base64`` for binary keys).
 A read costs what the key's own events cost: the partition's key index
@@ -21,7 +29,9 @@ another broker leads is answered 421 with that broker's id; one without a live l
 
 Security: with an authorizer or a SASL listener, every request needs HTTP Basic
 credentials, checked against the SCRAM credential store as SASL PLAIN checks them
-(principal User:NAME), and ACLs as Fetch (READ on the topic) and Produce (WRITE) need.
+(principal User:NAME), and ACLs as Fetch (READ on the topic) and Produce (WRITE) need;
+an append naming a subject and a read with decode=true also need DESCRIBE on the topic
+_schemas, as the registry's own reads do.
 
 Limits (broker settings): http.max.connections (256; more are answered 503 and closed),
 http.max.body.bytes (1 MiB; 413), http.request.timeout.ms (30 s to send a request head
@@ -41,6 +51,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, unquote_to_bytes
 
 from chronik.http.auth import BasicAuth
+from chronik.http.event_schemas import (
+    SchemaSource,
+    WriterSchema,
+    requested_subject,
+    value_decoder,
+    writer_schema,
+)
 from chronik.http.server import (
     HttpError,
     HttpServer,
@@ -56,6 +73,7 @@ from chronik.records.builder import Record, build_batch
 from chronik.records.partitioner import partition_for_key
 from chronik.records.recompress import recompress, target_codec
 from chronik.records.versions import EXPECTED_HEADER, VersionError
+from chronik.registry.schemas_topic import TOPIC as SCHEMAS_TOPIC
 from chronik.security.acl_model import Operation
 from chronik.security.authorizer import Authorizer
 from chronik.security.broker_security import BrokerSecurity
@@ -84,7 +102,8 @@ DEFAULTS = {
 
 class EventStoreServices(Protocol):
     """What the event store's HTTP API uses of the broker (chronik.broker.server wires
-    it): its settings, logs, writer and security, and where a partition is led."""
+    it): its settings, logs, writer and security, where a partition is led, and its
+    schema registry (None when the broker serves none)."""
 
     @property
     def config_values(self) -> dict[str, str]: ...
@@ -94,6 +113,9 @@ class EventStoreServices(Protocol):
     security: BrokerSecurity
     authorizer: Authorizer
     cluster: ClusterNode | None
+
+    @property
+    def registry(self) -> SchemaSource | None: ...
 
     def now_ms(self) -> int: ...
 
@@ -158,8 +180,8 @@ class HttpApi:
         allow(request, "GET", "POST")
         principal = await self.auth.principal(request)
         if request.method == "GET":
-            return self._read(request, principal, topic, key, query)
-        return await self._append(request, principal, topic, key)
+            return await self._read(request, principal, topic, key, query)
+        return await self._append(request, principal, topic, key, query)
 
     def _openapi_bytes(self) -> bytes:
         if self._openapi is None:
@@ -224,16 +246,14 @@ class HttpApi:
             )
         return local, index, plog
 
-    def _probe(
-        self, request: Request, principal: str | None, topic: str, key: bytes
-    ) -> Response:
+    def _probe(self, request: Request, principal: str | None, topic: str, key: bytes) -> Response:
         self.auth.authorize(request, principal, Operation.READ, topic)
         _, index, plog = self._locate(topic, key)
         count = plog.key_index.version_count(key)
         body = {"topic": topic, "key": _text(key)[0], "partition": index, "version_count": count}
         return 200, body, {"ETag": f'"{count}"'}
 
-    def _read(
+    async def _read(
         self,
         request: Request,
         principal: str | None,
@@ -244,6 +264,11 @@ class HttpApi:
         self.auth.authorize(request, principal, Operation.READ, topic)
         from_version = _int_param(query, "from_version", 0, 0, 2**62)
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+        decoder = None
+        if _bool_param(query, "decode"):
+            # Schemas are read as the registry's API reads them: DESCRIBE on _schemas.
+            self.auth.authorize(request, principal, Operation.DESCRIBE, SCHEMAS_TOPIC)
+            decoder = await value_decoder(self.broker.registry)
         _, index, plog = self._locate(topic, key)
         kidx = plog.key_index
         count = kidx.version_count(key)
@@ -256,7 +281,10 @@ class HttpApi:
             record = records.get(offset)
             if record is None or record.key != key:
                 continue
-            events.append(_event(version, index, record))
+            event = _event(version, index, record)
+            if decoder is not None:
+                event.update(decoder.fields(record.value))
+            events.append(event)
         next_version = None
         if len(rows) == limit and len(shown) == len(rows):
             next_version = rows[-1][0] + 1
@@ -273,11 +301,21 @@ class HttpApi:
         return 200, body, {"ETag": f'"{count}"'}
 
     async def _append(
-        self, request: Request, principal: str | None, topic: str, key: bytes
+        self,
+        request: Request,
+        principal: str | None,
+        topic: str,
+        key: bytes,
+        query: dict[str, str],
     ) -> Response:
         self.auth.authorize(request, principal, Operation.WRITE, topic)
         expected, must_exist = _precondition(request.headers)
-        values = _events(request.body)
+        named = requested_subject(query, topic)
+        schema = None
+        if named is not None:
+            self.auth.authorize(request, principal, Operation.DESCRIBE, SCHEMAS_TOPIC)
+            schema = await writer_schema(self.broker.registry, *named)
+        values = _events(request.body, schema)
         local, index, plog = self._locate(topic, key)
         broker = self.broker
         writer = broker.writer
@@ -354,6 +392,10 @@ class HttpApi:
             "versions": list(range(before, before + n)),
             "offsets": list(range(result.base_offset, result.base_offset + n)),
         }
+        if schema is not None:
+            body.update(
+                subject=schema.subject, schema_version=schema.version, schema_id=schema.schema_id
+            )
         return 201, body, {"ETag": f'"{before + n}"'}
 
 
@@ -367,6 +409,14 @@ def _setting(values: dict[str, str], key: str, low: int) -> int:
         raise ValueError(f"{key} must be at least {low}, got {value}")
     return value
 
+
+def _bool_param(query: dict[str, str], name: str) -> bool:
+    text = query.get(name)
+    if text is None or text in ("", "false", "0"):
+        return False
+    if text in ("true", "1"):
+        return True
+    raise HttpError(400, "bad_request", f"{name} must be true or false")
 
 
 def _int_param(query: dict[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -465,8 +515,11 @@ def _precondition(headers: dict[str, str]) -> tuple[int | None, bool]:
     return int(text), False
 
 
-def _events(body: bytes) -> list[tuple[bytes | None, tuple[tuple[str, bytes | None], ...]]]:
-    """The (value, headers) of each event of an append's JSON body."""
+def _events(
+    body: bytes, schema: WriterSchema | None = None
+) -> list[tuple[bytes | None, tuple[tuple[str, bytes | None], ...]]]:
+    """The (value, headers) of each event of an append's JSON body; with a schema, each
+    value is a JSON document written with it."""
     try:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -482,15 +535,34 @@ def _events(body: bytes) -> list[tuple[bytes | None, tuple[tuple[str, bytes | No
     for i, item in enumerate(items):
         if not isinstance(item, dict) or "value" not in item:
             raise HttpError(400, "bad_request", f'event {i} must be an object with "value"')
-        out.append((_value(item, f"event {i}"), _headers(item.get("headers"), i)))
+        value = _value(item, f"event {i}") if schema is None else _schema_value(item, i, schema)
+        out.append((value, _headers(item.get("headers"), i)))
     return out
+
+
+def _schema_value(item: dict[str, Any], i: int, schema: WriterSchema) -> bytes | None:
+    if item.get("value_encoding") not in (None, "json"):
+        raise HttpError(
+            400,
+            "bad_request",
+            f"event {i}: with a schema subject the value is a JSON document "
+            "(value_encoding json or none)",
+        )
+    value = item["value"]
+    if value is None:
+        # A tombstone, as Confluent's serializers leave None: no schema, no framing.
+        return None
+    return schema.encode(i, value)
 
 
 def _value(item: dict[str, Any], what: str) -> bytes | None:
     value = item.get("value")
     encoding = item.get("value_encoding") or "utf-8"
     if encoding not in ("utf-8", "base64"):
-        raise HttpError(400, "bad_request", f"{what}: value_encoding must be utf-8 or base64")
+        hint = (
+            " (json is for the values of an append naming a subject)" if encoding == "json" else ""
+        )
+        raise HttpError(400, "bad_request", f"{what}: value_encoding must be utf-8 or base64{hint}")
     if value is None:
         return None
     if not isinstance(value, str):

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from chronik.security.client_settings import translate
 
@@ -93,6 +94,8 @@ class ReadOptions:
     include_headers: bool
     poll_timeout_s: float
     reader: str = "fetch"  # or "librdkafka"
+    # Schema'd keys/values to decode (chronik.spark.schema_options.DecodePlan), or None.
+    decode: Any = None
 
     def consumer_config(self) -> dict[str, str]:
         conf = dict(_READ_DEFAULTS)

@@ -69,6 +69,29 @@ def plan_ranges(
 def _read(options: ReadOptions, r: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(r, OffsetRange):
         return iter(())  # Spark plans one placeholder partition when there is nothing to read
+    raw = _read_raw(options, r)
+    if options.decode is None:
+        return raw
+    return _decoded(options, r, raw)
+
+
+def _decoded(
+    options: ReadOptions, r: OffsetRange, raw: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from chronik.spark.schema import spark_schema
+    from chronik.spark.value_decode import BatchDecoder
+
+    plan = options.decode
+    schema = to_arrow_schema(plan.spark_fields(spark_schema(options.include_headers)),
+                             timezone="UTC")
+    decode = BatchDecoder(plan, schema)
+    for batch in raw:
+        yield decode(batch, r.topic, r.partition)
+
+
+def _read_raw(options: ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     conf = options.consumer_config()
     if options.reader == "fetch" and fetch_read.usable(conf):
         return fetch_read.read_range(

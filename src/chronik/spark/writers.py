@@ -33,6 +33,8 @@ from pyspark.sql.types import StructType
 from chronik.spark import sink_log
 from chronik.spark.offsets import OffsetPlanner, admin_client
 from chronik.spark.options import OptionError, Subscription, kafka_config, option_bool, quiet
+from chronik.spark.schema_options import parse_schema_options, wants_schemas
+from chronik.spark.value_encode import ColumnEncoder
 
 _PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -78,11 +80,19 @@ def transactional_id(prefix: str, write_id: str, partition: int) -> str:
 
 
 class _RowProducer:
-    def __init__(self, options: Mapping[str, str]):
+    def __init__(self, options: Mapping[str, str], schema: StructType | None = None):
         self.kafka = kafka_config(options)
         self.topic = options.get("topic")
         self.transactional = option_bool(options, "transactional", False)
         self.id_prefix = options.get("transactionalIdPrefix", "chronik-spark-")
+        # Schema'd key/value columns (valueFormat, keyFormat): column -> encoder.
+        self.encoders: dict[str, ColumnEncoder] = {}
+        schemas = parse_schema_options(options, self.kafka) if wants_schemas(options) else None
+        if schemas is not None and schema is not None:
+            names = {f.name: f.dataType for f in schema.fields}
+            for fmt in schemas.columns:
+                if fmt.column in names:
+                    self.encoders[fmt.column] = ColumnEncoder(fmt, schemas, names[fmt.column])
 
     def producer(self, txn_id: str | None = None) -> Producer:
         conf = {**_PRODUCER_DEFAULTS, **self.kafka}
@@ -127,11 +137,14 @@ class _RowProducer:
         seen: dict[str, int] = {}
         for rb in batches:
             cols = {name: _as_bytes(rb.column(name)).to_pylist() if name in ("key", "value")
-                    else rb.column(name).to_pylist() for name in rb.schema.names}
+                    and name not in self.encoders else rb.column(name).to_pylist()
+                    for name in rb.schema.names if name not in self.encoders}
             n = rb.num_rows
+            topics = [self.topic] * n if self.topic else cols["topic"]
+            for name, encoder in self.encoders.items():
+                cols[name] = encoder.encode(rb.column(name), topics)
             values = cols["value"]
             keys = cols.get("key") or [None] * n
-            topics = [self.topic] * n if self.topic else cols["topic"]
             parts = cols.get("partition") or [None] * n
             headers = cols.get("headers") or [None] * n
             for i in range(n):
@@ -208,8 +221,8 @@ def _commit(core: _RowProducer, sink_id: str, batch: int) -> None:
 
 class BatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType):
-        self.core = _RowProducer(options)
-        check_schema(schema, self.core.topic)
+        check_schema(schema, options.get("topic"))
+        self.core = _RowProducer(options, schema)
         self.sink_id = options.get("sinkId")
         batch = options.get("batchId")
         if (self.sink_id is None) != (batch is None):
@@ -244,8 +257,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
     """Exactly-once per micro-batch; the sink id is option ``sinkId`` or the query's id."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType):
-        self.core = _RowProducer(options)
-        check_schema(schema, self.core.topic)
+        check_schema(schema, options.get("topic"))
+        self.core = _RowProducer(options, schema)
         self.sink_id = options.get("sinkId")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
