@@ -26,7 +26,7 @@ from kio.schema.produce.v9 import request as produce
 
 from chronik.records.builder import Record, build_batch
 from chronik.records.compression import LZ4
-from chronik.schemas import wire
+from chronik.schemas import framing
 
 from .helpers import RawClient, create_topic, topic_name
 from .registry_support import call
@@ -44,6 +44,17 @@ USER = json.dumps(
     }
 )
 ORDER = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
+
+
+def _header(schema_id: int, indexes: list[int] | None = None) -> bytes:
+    """Confluent's header: magic byte, schema id and (Protobuf) the message indexes."""
+    return framing.frame(schema_id, b"" if indexes is None else framing.message_indexes(indexes))
+
+
+def _schema_id(value: bytes) -> int:
+    framed = framing.unframe(value)
+    assert framed is not None
+    return framed[0]
 
 
 def _embedded(tmp_path, config: dict[str, str]) -> Iterator[Any]:
@@ -188,8 +199,8 @@ def test_values_without_a_registered_id_are_refused_with_the_reason(registry_bro
         b"\x00\x01": "no magic byte",
         b"": "no magic byte",
         b"\x01" + good[1:]: "no magic byte",
-        wire.header(999_999) + b"\x02a": "unknown schema id 999999",
-        wire.header(elsewhere) + b"\x02": (
+        _header(999_999) + b"\x02a": "unknown schema id 999999",
+        _header(elsewhere) + b"\x02": (
             f"schema id {elsewhere} is not registered under subject '{topic}-value'"
         ),
     }
@@ -204,7 +215,7 @@ def test_raw_produce_names_each_bad_record_and_writes_nothing(registry_broker):
     topic = topic_name("raw")
     create_topic(bootstrap, topic, **VALUE_ON)
     good = _avro(url, USER, topic, MessageField.VALUE, {"name": "b"})
-    values = [good, b"junk", good, None, wire.header(424242) + b"x", good]
+    values = [good, b"junk", good, None, _header(424242) + b"x", good]
     batch = build_batch([Record(1000 + i, None, v) for i, v in enumerate(values)])
     part = _raw_produce(bootstrap, topic, batch)
     assert int(part.error_code) == INVALID_RECORD
@@ -231,7 +242,7 @@ def test_keys_are_validated_against_the_key_subject(registry_broker):
     assert errs == [None, None]
     # An id registered under <topic>-value only is not a key's.
     reason = _refusal(bootstrap, topic, b"v", key=as_value)
-    expected = f"schema id {wire.schema_id(as_value)} is not registered under subject "
+    expected = f"schema id {_schema_id(as_value)} is not registered under subject "
     assert f"key: {expected}'{topic}-key'" in reason
     assert "key: no magic byte" in _refusal(bootstrap, topic, b"v", key=b"plain")
     assert _end_offset(bootstrap, topic) == 2
@@ -294,7 +305,7 @@ def test_record_name_strategies(registry_broker, strategy, serializer_strategy, 
     assert _one(bootstrap, topic, value) is None
     # The same schema under the topic's TopicNameStrategy subject only: refused here.
     other = _register(url, f"{topic}-value", ORDER)
-    reason = _refusal(bootstrap, topic, wire.header(other) + b"\x02")
+    reason = _refusal(bootstrap, topic, _header(other) + b"\x02")
     assert f"not registered under subject '{subject.replace('com.acme.User', 'Order')}'" in reason
     assert _end_offset(bootstrap, topic) == 1
 
@@ -326,7 +337,7 @@ def test_a_topic_without_the_config_takes_anything(registry_broker):
     bootstrap, _ = registry_broker
     topic = topic_name("plain")
     create_topic(bootstrap, topic)
-    values = [b"plain", b"", None, wire.header(31337) + b"x"]
+    values = [b"plain", b"", None, _header(31337) + b"x"]
     assert _produce(bootstrap, topic, [(None, v) for v in values]) == [None] * len(values)
     assert _end_offset(bootstrap, topic) == len(values)
 
@@ -400,7 +411,7 @@ def test_soft_deleted_versions_count_hard_deleted_do_not(registry_broker):
     create_topic(bootstrap, topic, **VALUE_ON)
     subject = f"{topic}-value"
     schema_id = _register(url, subject, ORDER)
-    value = wire.header(schema_id) + b"\x02"
+    value = _header(schema_id) + b"\x02"
     assert _one(bootstrap, topic, value) is None
     status, _, _ = call(f"{url}/subjects/{subject}/versions/1", "DELETE")
     assert status == 200
@@ -433,13 +444,11 @@ def test_protobuf_message_indexes_name_the_record(registry_broker):
     )
     schema_id = _register(url, "shop.Item", PROTO, "PROTOBUF")
     assert _register(url, "shop.Item.Price", PROTO, "PROTOBUF") == schema_id
-    values = [wire.header(schema_id, [1]) + b"", wire.header(schema_id, [1, 0]) + b"\x08\x01"]
+    values = [_header(schema_id, [1]) + b"", _header(schema_id, [1, 0]) + b"\x08\x01"]
     assert _produce(bootstrap, topic, [(None, v) for v in values]) == [None, None]
-    cart = wire.header(schema_id, [0])
+    cart = _header(schema_id, [0])
     assert cart.endswith(b"\x00")
-    batch = build_batch(
-        [Record(1, None, v) for v in [values[0], cart, wire.header(schema_id, [7])]]
-    )
+    batch = build_batch([Record(1, None, v) for v in [values[0], cart, _header(schema_id, [7])]])
     part = _raw_produce(bootstrap, topic, batch)
     assert int(part.error_code) == INVALID_RECORD
     errors = {int(e.batch_index): e.batch_index_error_message for e in part.record_errors}
@@ -454,7 +463,7 @@ def test_a_broker_without_the_registry_refuses_opted_in_topics(tmp_path):
         bootstrap = embedded.bootstrap
         topic = topic_name("noregistry")
         create_topic(bootstrap, topic, **VALUE_ON)
-        err = _one(bootstrap, topic, wire.header(1) + b"x")
+        err = _one(bootstrap, topic, _header(1) + b"x")
         assert err is not None and err.code() == KafkaError.INVALID_RECORD
         part = _raw_produce(bootstrap, topic, build_batch([Record(1, None, b"v")]))
         assert int(part.error_code) == INVALID_RECORD
@@ -481,9 +490,7 @@ def test_an_id_this_broker_has_not_read_yet_is_caught_up_before_refusing(registr
     schema_id = 7_000_001
     value = fmt.SchemaValue(subject, 1, schema_id, "AVRO", ORDER)
     schemas_batch = build_batch([Record(1, fmt.schema_key(subject, 1), fmt.schema_value(value))])
-    records = build_batch(
-        [Record(2, None, wire.header(schema_id) + b"\x02"), Record(3, None, None)]
-    )
+    records = build_batch([Record(2, None, _header(schema_id) + b"\x02"), Record(3, None, None)])
     with RawClient(bootstrap) as raw:
         request = produce.ProduceRequest(
             acks=-1,
@@ -505,7 +512,7 @@ def test_an_id_this_broker_has_not_read_yet_is_caught_up_before_refusing(registr
     assert _end_offset(bootstrap, topic) == 2
     status, got, _ = call(f"{url}/schemas/ids/{schema_id}")
     assert status == 200, got
-    part = _raw_produce(bootstrap, topic, build_batch([Record(4, None, wire.header(7_000_002))]))
+    part = _raw_produce(bootstrap, topic, build_batch([Record(4, None, _header(7_000_002))]))
     assert int(part.error_code) == INVALID_RECORD
     assert part.record_errors[0].batch_index_error_message == "value: unknown schema id 7000002"
 
@@ -543,7 +550,7 @@ def test_json_schema_titles_name_the_record(registry_broker):
     assert status == 200 and versions == [1], versions
     assert _one(bootstrap, topic, value) is None
     untitled = _register(url, f"{topic}-value", json.dumps({"type": "object"}), "JSON")
-    reason = _refusal(bootstrap, topic, wire.header(untitled) + b"{}")
+    reason = _refusal(bootstrap, topic, _header(untitled) + b"{}")
     assert (
         f"value: schema id {untitled} (JSON) names no record for TopicRecordNameStrategy" in reason
     )

@@ -1,7 +1,7 @@
-"""Confluent's wire header (chronik.schemas.wire), the subject name strategies
-(chronik.schemas.subject_names) and the walk that reads the head of every record's key or
-value (chronik.records.heads), checked against confluent-kafka's own encoder and against
-the full record reader."""
+"""Confluent's wire header as schema validation reads it (chronik.schemas.framing), the
+subject name strategies (chronik.schemas.subject_names) and the walk that reads the head
+of every record's key or value (chronik.records.heads), checked against confluent-kafka's
+own encoder and decoder and against the full record reader."""
 
 from __future__ import annotations
 
@@ -19,20 +19,24 @@ from chronik.records.batch import read_header
 from chronik.records.builder import Record, build_batch
 from chronik.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from chronik.records.reader import iter_records
-from chronik.schemas import subject_names, wire
+from chronik.schemas import framing, subject_names
 
 indexes_lists = st.lists(st.integers(min_value=0, max_value=2**31 - 1), min_size=1, max_size=8)
+
+
+def header(schema_id: int, indexes: list[int] | None = None) -> bytes:
+    return framing.frame(schema_id, b"" if indexes is None else framing.message_indexes(indexes))
 
 
 @given(indexes_lists, st.integers(min_value=1, max_value=2**31 - 1), st.binary(max_size=20))
 def test_message_indexes_read_what_confluent_kafka_writes(indexes, schema_id, payload):
     framed = SchemaId("PROTOBUF", schema_id, message_indexes=indexes).id_to_bytes() + payload
-    assert wire.schema_id(framed) == schema_id
-    got, end = wire.message_indexes(framed)
-    assert got == indexes
-    assert framed[end:] == payload
-    # And confluent-kafka reads what this module writes.
-    ours = wire.header(schema_id, indexes) + payload
+    unframed = framing.unframe(framed)
+    assert unframed is not None and unframed[0] == schema_id
+    got, message = framing.read_message_indexes(unframed[1])
+    assert (got, message) == (indexes, payload)
+    # And confluent-kafka reads what chronik writes.
+    ours = header(schema_id, indexes) + payload
     assert ours == framed
     reader = SchemaId("PROTOBUF")
     rest = reader.from_bytes(io.BytesIO(ours))
@@ -40,35 +44,35 @@ def test_message_indexes_read_what_confluent_kafka_writes(indexes, schema_id, pa
 
 
 def test_a_single_zero_byte_stands_for_the_first_message():
-    assert wire.encode_message_indexes([0]) == b"\x00"
-    assert wire.message_indexes(wire.header(3) + b"\x00\x99") == ([0], 6)
+    assert framing.message_indexes([0]) == b"\x00"
+    assert framing.read_message_indexes(b"\x00\x99") == ([0], b"\x99")
     # A count of one with index 0 means the same and is read as such.
-    assert wire.message_indexes(wire.header(3) + b"\x02\x00") == ([0], 7)
-    assert wire.message_indexes(wire.header(3) + b"\x04\x02\x00") == ([1, 0], 8)
+    assert framing.read_message_indexes(b"\x02\x00") == ([0], b"")
+    assert framing.read_message_indexes(b"\x04\x02\x00") == ([1, 0], b"")
 
 
 @pytest.mark.parametrize(
     "data",
     [
-        wire.header(1),  # nothing after the id
-        wire.header(1) + b"\x80",  # a varint cut short
-        wire.header(1) + b"\x01\x02",  # a negative count
-        wire.header(1) + b"\x04\x02",  # two indexes announced, one there
-        wire.header(1) + b"\x02\x01",  # a negative index
-        wire.header(1) + b"\xca\x01" + b"\x00" * 200,  # a count of 101: over the limit
-        wire.header(1) + b"\xff\xff\xff\xff\xff\xff",  # a varint longer than an int
+        b"",  # nothing after the id
+        b"\x80",  # a varint cut short
+        b"\x01\x02",  # a negative count
+        b"\x04\x02",  # two indexes announced, one there
+        b"\x02\x01",  # a negative index
+        b"\xca\x01" + b"\x00" * 200,  # a count of 101: over the limit
+        b"\xff" * 11,  # a varint longer than ten bytes
     ],
 )
 def test_malformed_message_indexes_are_refused(data):
-    with pytest.raises(wire.WireError):
-        wire.message_indexes(data)
+    with pytest.raises(framing.FramingError):
+        framing.read_message_indexes(data)
 
 
 @given(st.binary(max_size=8))
-def test_schema_id_needs_the_magic_byte_and_four_bytes(data):
-    expected = int.from_bytes(data[1:5], "big", signed=True)
-    got = wire.schema_id(data)
-    assert got == (expected if len(data) >= 5 and data[0] == 0 else None)
+def test_a_framed_value_needs_the_magic_byte_and_four_bytes(data):
+    schema_id = int.from_bytes(data[1:5], "big", signed=True)
+    framed = len(data) >= 5 and data[0] == 0 and schema_id >= 0
+    assert framing.unframe(data) == ((schema_id, data[5:]) if framed else None)
 
 
 def test_subject_name_strategies():

@@ -1,6 +1,6 @@
 """Broker-side schema validation (Confluent Server's ``confluent.key.schema.validation`` /
 ``confluent.value.schema.validation`` topic configs): on a topic that opts in, every
-record's key or value must start with Confluent's header (chronik.schemas.wire) naming a
+record's key or value must start with Confluent's header (chronik.schemas.framing) naming a
 schema id this broker's registry knows, registered (a live or soft-deleted version, not
 a hard-deleted one) under the subject the topic's subject name strategy gives
 (chronik.schemas.subject_names). A null key or value (a tombstone) passes. A batch with
@@ -29,7 +29,7 @@ from chronik.protocol import errors
 from chronik.records import compiled, heads
 from chronik.records.batch import BatchHeader, InvalidBatch
 from chronik.registry.errors import RegistryError
-from chronik.schemas import subject_names, wire
+from chronik.schemas import framing, subject_names
 from chronik.schemas.types import SchemaError
 
 if TYPE_CHECKING:
@@ -197,13 +197,14 @@ class SchemaValidator:
     ) -> Verdict:
         """The verdict on every record whose field has this head code (chronik.records.heads:
         its first five bytes, or a field too short to hold them)."""
-        schema_id = wire.schema_id(code.to_bytes(5, "big")) if code >= 0 else None
-        if schema_id is None:
+        head = code.to_bytes(framing.HEADER_SIZE, "big") if code >= 0 else b""
+        if not head or head[0] != framing.MAGIC:
             what = "key" if is_key else "value"
             return Refusal(
                 f"no magic byte: the {what} does not start with byte 0 and a 4-byte schema id",
                 False,
             )
+        _, schema_id = framing.HEADER.unpack(head)
         stored = registry.state.schemas.get(schema_id)
         if stored is None:
             return Refusal(f"unknown schema id {schema_id}", True)
@@ -224,16 +225,17 @@ class SchemaValidator:
     ) -> Refusal | None:
         """The verdict of one Protobuf record under a record name strategy: its subject
         names the message its indexes point at."""
-        schema_id = wire.schema_id(field)
+        _, schema_id = framing.HEADER.unpack_from(field)
         try:
-            indexes, end = wire.message_indexes(field)
-        except wire.WireError as exc:
+            indexes, payload = framing.read_message_indexes(field[framing.HEADER_SIZE :])
+        except framing.FramingError as exc:
             return Refusal(f"schema id {schema_id}: {exc}", False)
+        end = len(field) - len(payload)
         cache_key = (topic, is_key, strategy, field[:end])
         verdict = self._verdicts.get(cache_key, _MISSING)
         if verdict is not _MISSING:
             return verdict  # type: ignore[return-value]
-        stored = registry.state.schemas.get(schema_id) if schema_id is not None else None
+        stored = registry.state.schemas.get(schema_id)
         if stored is None:
             result: Refusal | None = Refusal(f"unknown schema id {schema_id}", True)
         else:
