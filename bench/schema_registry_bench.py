@@ -21,6 +21,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brokers import Chronik, free_port  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# The registry port of the broker under test, set once it is started.
+PORT = [0]
 
 
 class RegistryBroker(Chronik):
@@ -76,37 +79,34 @@ def rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else 0.0
 
 
-def registrations(port: int, start: int, count: int, threads: int) -> float:
-    def work(offset: int) -> None:
-        client = Client(port)
-        for n in range(start + offset, start + count, threads):
-            client.call("POST", f"/subjects/bench-{n}/versions", {"schema": schema(n)})
-
+def run_clients(threads: int, work: Callable[[Client, int], None]) -> float:
+    """Seconds for ``threads`` clients, each with its own connection, to run ``work``."""
     began = time.perf_counter()
-    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    workers = [threading.Thread(target=work, args=(Client(PORT[0]), i)) for i in range(threads)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    return rate(count, time.perf_counter() - began)
+    return time.perf_counter() - began
 
 
-def reads(port: int, ids: int, count: int, threads: int) -> float:
-    def work(offset: int) -> None:
-        client = Client(port)
+def registrations(start: int, count: int, threads: int) -> float:
+    def work(client: Client, offset: int) -> None:
+        for n in range(start + offset, start + count, threads):
+            client.call("POST", f"/subjects/bench-{n}/versions", {"schema": schema(n)})
+
+    return rate(count, run_clients(threads, work))
+
+
+def reads(ids: int, count: int, threads: int) -> float:
+    def work(client: Client, offset: int) -> None:
         for n in range(offset, count, threads):
             if n % 2:
                 client.call("GET", f"/schemas/ids/{n % ids + 1}")
             else:
                 client.call("GET", f"/subjects/bench-{n % ids}/versions/latest")
 
-    began = time.perf_counter()
-    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return rate(count, time.perf_counter() - began)
+    return rate(count, run_clients(threads, work))
 
 
 def durable_produces(bootstrap: str, count: int) -> float:
@@ -134,11 +134,12 @@ def main() -> int:
     broker.start()
     try:
         rows = {}
-        rows["registrations/s, 1 client"] = registrations(broker.registry_port, 0, regs, 1)
-        rows["registrations/s, 8 clients"] = registrations(broker.registry_port, regs, regs, 8)
+        PORT[0] = broker.registry_port
+        rows["registrations/s, 1 client"] = registrations(0, regs, 1)
+        rows["registrations/s, 8 clients"] = registrations(regs, regs, 8)
         rows["acks=all produces/s, 1 client (peer)"] = durable_produces(broker.bootstrap, regs)
-        rows["reads/s, 1 client"] = reads(broker.registry_port, regs, read_count, 1)
-        rows["reads/s, 8 clients"] = reads(broker.registry_port, regs, read_count, 8)
+        rows["reads/s, 1 client"] = reads(regs, read_count, 1)
+        rows["reads/s, 8 clients"] = reads(regs, read_count, 8)
     finally:
         broker.stop()
     ratio = rows["registrations/s, 1 client"] / rows["acks=all produces/s, 1 client (peer)"]

@@ -27,22 +27,15 @@ from urllib.parse import quote
 
 from chronik.cli.errors import CliError
 from chronik.cli.registry_client import Registry, RegistrySettings, add_registry_options
+from chronik.registry.state import MODES
+from chronik.schemas.compatibility import LEVELS
+from chronik.schemas.types import SCHEMA_TYPES
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import Schema, SchemaReference
 
-TYPES = ("AVRO", "JSON", "PROTOBUF")
+TYPES = SCHEMA_TYPES
 EXTENSIONS = {".avsc": "AVRO", ".json": "JSON", ".proto": "PROTOBUF"}
-LEVELS = (
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-    "NONE",
-)
-MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 # A schema file larger than this is a mistake (the registry takes 2 MiB by default).
 MAX_FILE_BYTES = 16 << 20
 

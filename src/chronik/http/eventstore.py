@@ -64,7 +64,6 @@ from chronik.http.server import (
     Request,
     Response,
     allow,
-    parse_listen,
     query_params,
 )
 from chronik.protocol import errors
@@ -129,26 +128,13 @@ class HttpApi:
         self.broker = broker
         values = {**DEFAULTS, **broker.config_values}
         self.auth = BasicAuth(broker.security, broker.authorizer)
-        self.server = HttpServer(
-            self._route,
-            max_connections=_setting(values, "http.max.connections", 1),
-            max_body=_setting(values, "http.max.body.bytes", 1),
-            timeout=_setting(values, "http.request.timeout.ms", 1) / 1000,
-        )
+        self.server = HttpServer.configured(self._route, values)
         self._openapi: bytes | None = None
 
     async def serve(self, listen: str) -> int:
-        host, port, tls = parse_listen(listen)
-        ssl_context = None
-        if tls:
-            ssl_context = self.broker.security.tls
-            if ssl_context is None:
-                raise ValueError(
-                    "https:// in http.listen needs the broker's TLS key store "
-                    "(a listener with SSL and ssl.keystore.location)"
-                )
-        bound = await self.server.serve(host, port, ssl_context)
-        scheme = "https" if tls else "http"
+        scheme, host, bound = await self.server.serve_listen(
+            listen, self.broker.security.tls, "http.listen"
+        )
         log.info("event store HTTP API on %s://%s:%d/v1/", scheme, host, bound)
         return bound
 
@@ -400,16 +386,6 @@ class HttpApi:
 
 
 # -- helpers --------------------------------------------------------------------------------
-def _setting(values: dict[str, str], key: str, low: int) -> int:
-    try:
-        value = int(str(values[key]).strip())
-    except ValueError:
-        raise ValueError(f"{key} must be an integer, got {values[key]!r}") from None
-    if value < low:
-        raise ValueError(f"{key} must be at least {low}, got {value}")
-    return value
-
-
 def _bool_param(query: dict[str, str], name: str) -> bool:
     text = query.get(name)
     if text is None or text in ("", "false", "0"):

@@ -47,7 +47,7 @@ from urllib.parse import unquote, urlsplit
 
 from chronik.http.auth import BasicAuth
 from chronik.http.forward import ForwardFailed, forward
-from chronik.http.server import HttpError, HttpServer, Request, Response, parse_listen, query_params
+from chronik.http.server import HttpError, HttpServer, Request, Response, query_params
 from chronik.registry import errors
 from chronik.registry.errors import NotPrimary, RegistryError
 from chronik.registry.registry import SchemaRegistry, schema_json
@@ -105,28 +105,15 @@ class SchemaRegistryApi:
         self.topic = topic
         values = {**DEFAULTS, **broker.config_values}
         self.auth = BasicAuth(broker.security, broker.authorizer)
-        self.server = HttpServer(
-            self._route,
-            max_connections=max(int(values["http.max.connections"]), 1),
-            max_body=max(int(values["http.max.body.bytes"]), 1),
-            timeout=max(int(values["http.request.timeout.ms"]), 1) / 1000,
-        )
+        self.server = HttpServer.configured(self._route, values)
         self.timeout = registry.timeout
         self._client_tls: ssl.SSLContext | None = None
         self.url: str | None = None
 
     async def serve(self, listen: str, advertised_host: str | None = None) -> int:
-        host, port, tls = parse_listen(listen)
-        ssl_context = None
-        if tls:
-            ssl_context = self.broker.security.tls
-            if ssl_context is None:
-                raise ValueError(
-                    "https:// in schema.registry.listen needs the broker's TLS key store "
-                    "(a listener with SSL and ssl.keystore.location)"
-                )
-        bound = await self.server.serve(host, port, ssl_context)
-        scheme = "https" if tls else "http"
+        scheme, host, bound = await self.server.serve_listen(
+            listen, self.broker.security.tls, "schema.registry.listen"
+        )
         shown = advertised_host or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
         self.url = f"{scheme}://{shown}:{bound}"
         log.info("schema registry on %s://%s:%d/", scheme, host, bound)

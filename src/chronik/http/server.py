@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -90,6 +90,17 @@ Route = Callable[[Request], Awaitable[Response]]
 
 
 class HttpServer:
+    @classmethod
+    def configured(cls, route: Route, values: Mapping[str, str]) -> HttpServer:
+        """A server with the limits the settings give: http.max.connections,
+        http.max.body.bytes and http.request.timeout.ms (ValueError for a bad one)."""
+        return cls(
+            route,
+            max_connections=_setting(values, "http.max.connections", 1),
+            max_body=_setting(values, "http.max.body.bytes", 1),
+            timeout=_setting(values, "http.request.timeout.ms", 1) / 1000,
+        )
+
     def __init__(self, route: Route, max_connections: int, max_body: int, timeout: float) -> None:
         self.route = route
         self.max_connections = max_connections
@@ -97,6 +108,20 @@ class HttpServer:
         self.timeout = timeout
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+
+    async def serve_listen(
+        self, listen: str, tls: ssl.SSLContext | None, setting: str
+    ) -> tuple[str, str, int]:
+        """Bind to ``listen`` ([http[s]://]HOST:PORT, the value of ``setting``): (scheme,
+        host, bound port). https:// needs the broker's TLS context ``tls``."""
+        host, port, secure = parse_listen(listen)
+        if secure and tls is None:
+            raise ValueError(
+                f"https:// in {setting} needs the broker's TLS key store "
+                "(a listener with SSL and ssl.keystore.location)"
+            )
+        bound = await self.serve(host, port, tls if secure else None)
+        return ("https" if secure else "http"), host, bound
 
     async def serve(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
         """Listen; returns the bound port."""
@@ -241,6 +266,16 @@ class HttpServer:
         except Exception as exc:
             log.exception("HTTP %s %s failed", request.method, request.path)
             return 500, error_body("internal", f"{type(exc).__name__}"), {}
+
+
+def _setting(values: Mapping[str, str], key: str, low: int) -> int:
+    try:
+        value = int(str(values[key]).strip())
+    except ValueError:
+        raise ValueError(f"{key} must be an integer, got {values[key]!r}") from None
+    if value < low:
+        raise ValueError(f"{key} must be at least {low}, got {value}")
+    return value
 
 
 def error_body(error: str, message: str) -> dict[str, str]:
