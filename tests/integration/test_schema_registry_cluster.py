@@ -99,3 +99,47 @@ def test_writes_to_any_broker_one_primary_and_a_killed_primary_loses_nothing(clu
     # The killed broker comes back, reads its copy and agrees.
     cluster.start(lead)
     read_everywhere({lead: registry_urls(cluster)[lead]}, ids, timeout=60)
+
+
+@pytest.mark.slow
+def test_validation_on_every_leader_of_a_cluster(cluster_factory):
+    """An opted-in topic's partitions are led by different brokers; each checks against its
+    own copy of _schemas, so a schema registered through one broker is taken by all."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from .replication_support import create_replicated_topic
+
+    cluster = cluster_factory(config=CONFIG)
+    urls = registry_urls(cluster)
+    topic = "validated"
+    create_replicated_topic(cluster, topic, 3)
+    admin = cluster.admin(1)
+    from confluent_kafka.admin import ConfigResource
+
+    resource = ConfigResource(
+        "topic", topic, set_config={"confluent.value.schema.validation": "true"}
+    )
+    admin.alter_configs([resource])[resource].result(30)
+    assert len(set(cluster.leaders(topic, via=1).values())) > 1
+    serializer = AvroSerializer(SchemaRegistryClient({"url": urls[2]}), schema(7))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    results: list[object] = []
+
+    def report(err, msg):
+        results.append(err if err is not None else msg.partition())
+
+    for n in range(30):
+        producer.produce(
+            topic, value=serializer({"n": n}, ctx), partition=n % 3, on_delivery=report
+        )
+    assert producer.flush(60) == 0
+    # Alone in its batch: one bad record refuses the whole batch it is in.
+    producer.produce(topic, value=b"junk", partition=0, on_delivery=report)
+    assert producer.flush(60) == 0
+    delivered = [r for r in results if isinstance(r, int)]
+    refused = [r for r in results if not isinstance(r, int)]
+    assert sorted(set(delivered)) == [0, 1, 2] and len(delivered) == 30
+    assert len(refused) == 1 and refused[0].code() == KafkaError.INVALID_RECORD
