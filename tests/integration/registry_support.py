@@ -48,3 +48,19 @@ def avro_record(name: str, *fields: tuple[str, Any] | tuple[str, Any, Any]) -> s
             entry["default"] = field[2]
         out.append(entry)
     return json.dumps({"type": "record", "name": name, "fields": out})
+
+
+def wait_for_registry(url: str, timeout: float = 30) -> None:
+    """Until the registry at ``url`` answers."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if call(f"{url}/schemas/types", timeout=2)[0] == 200:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no schema registry at {url} after {timeout:g} s")
+        time.sleep(0.1)

@@ -19,8 +19,9 @@ from confluent_kafka.schema_registry import (
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from .cli_support import free_port
 from .helpers import create_topic, topic_name
-from .registry_support import CONTENT_TYPE, avro_record, call
+from .registry_support import CONTENT_TYPE, avro_record, call, wait_for_registry
 
 USER_V1 = avro_record("User", ("name", "string"))
 USER_V2 = avro_record("User", ("name", "string"), ("age", "int", 0))
@@ -482,11 +483,9 @@ def test_limits_flood_and_huge_schemas(tmp_path):
 def test_ids_survive_kill_9_and_the_topic_holds_confluents_records(
     broker_process_factory, tmp_path
 ):
-    from conftest import free_port, wait_for_port
-
     port = free_port()
     proc = broker_process_factory({"schema.registry.listen": f"127.0.0.1:{port}"})
-    wait_for_port(port)
+    wait_for_registry(f"http://127.0.0.1:{port}")
     url = f"http://127.0.0.1:{port}"
     sr = client(url)
     first = sr.register_schema("k-value", Schema(USER_V1, "AVRO"))
@@ -495,7 +494,7 @@ def test_ids_survive_kill_9_and_the_topic_holds_confluents_records(
     sr.delete_version("k-value", 1)
     proc.kill()
     proc.start()
-    wait_for_port(port)
+    wait_for_registry(f"http://127.0.0.1:{port}")
     sr = client(url)
     assert sr.get_versions("k-value") == [2]
     assert sr.get_latest_version("k-value").schema_id == second

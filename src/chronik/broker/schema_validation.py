@@ -124,7 +124,7 @@ class SchemaValidator:
         problems, from_registry = self._problems(registry, topic, section, count, fields)
         if problems and from_registry:
             try:
-                await registry.catch_up()
+                await registry.catch_up_committed()
             except Exception as exc:  # reading _schemas failed: decide on what was read
                 log.warning("schema validation: catching up with _schemas failed: %s", exc)
             else:

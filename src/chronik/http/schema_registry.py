@@ -143,8 +143,9 @@ class SchemaRegistryApi:
                 except RegistryError as exc:
                     if write or exc.status != 404:
                         raise
-                    # Not found here may be not read yet: this copy reads on once.
-                    await self.registry.catch_up()
+                    # Not found here may be not read yet: this copy reads on once,
+                    # as far as it holds (a follower learns what is committed late).
+                    await self.registry.catch_up_committed(1.0)
                     status, body, headers = await self._handle(request)
             except NotPrimary:
                 if request.headers.get(FORWARDED) or not self._primary_known():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -70,6 +71,10 @@ class SchemaLog(Protocol):
 
     def readable_end(self) -> int:
         """How far this broker may read (its high watermark); 0 without a local copy."""
+        ...
+
+    def local_end(self) -> int:
+        """The end of this broker's copy, committed or not; 0 without one."""
         ...
 
     async def read(self, offset: int, end: int) -> list[tuple[bytes | None, bytes | None, int]]:
@@ -170,6 +175,17 @@ class SchemaRegistry:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 0.5)
+
+    async def catch_up_committed(self, timeout: float = 2.0) -> None:
+        """Read on as far as this copy holds now, once it is committed: a record the
+        primary had acknowledged is in every in-sync copy, but a follower learns that it
+        is committed only with its next fetch. Bounded by ``timeout``; then reads what
+        is committed."""
+        target = self.log.local_end()
+        deadline = time.monotonic() + timeout
+        while self.log.readable_end() < target and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await self.catch_up()
 
     async def catch_up(self, end: int | None = None) -> None:
         """Apply the records this broker may read (up to ``end`` if given)."""

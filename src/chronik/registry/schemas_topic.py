@@ -120,6 +120,10 @@ class SchemasTopic:
         plog = self._log()
         return 0 if plog is None else plog.high_watermark
 
+    def local_end(self) -> int:
+        plog = self._log()
+        return 0 if plog is None else plog.end_offset
+
     async def read(self, offset: int, end: int) -> list[tuple[bytes | None, bytes | None, int]]:
         plog = self._log()
         if plog is None:
