@@ -1,7 +1,8 @@
 """The bank-account projection on Avro events: a history written half under schema version 1
 and half under version 2, read as version 2; its read model, its replay, its dead letters, and
 a kill -9. The events go through confluent-kafka's AvroSerializer to a broker serving the
-schema registry."""
+schema registry; a teller (examples/bank/commands.py) adds an account through the event
+store's HTTP API under the same subject, and the projection reads its events with the rest."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ BANK = Path(__file__).resolve().parents[2] / "examples" / "bank"
 sys.path.insert(0, str(BANK))
 bank = importlib.import_module("bank")
 run = importlib.import_module("run")
+commands = importlib.import_module("commands")
 cloudpickle.register_pickle_by_value(bank)  # Spark's workers get the domain code by value
 
 from chronik.spark.projection import (  # noqa: E402
@@ -39,26 +41,29 @@ FIELDS = ("account_id", "owner", "status", "balance", "version", "last_event_id"
 
 
 @pytest.fixture(scope="module")
-def registry_broker(tmp_path_factory) -> Iterator[tuple[str, str]]:
-    """(bootstrap, registry URL) of an embedded broker serving the schema registry."""
+def registry_broker(tmp_path_factory) -> Iterator[tuple[str, str, str]]:
+    """(bootstrap, registry URL, HTTP API URL) of an embedded broker serving the schema
+    registry and the event store's HTTP API."""
     from chronik.broker.embedded import EmbeddedBroker
 
     embedded = EmbeddedBroker(
         data_dir=tmp_path_factory.mktemp("bank-broker") / "data",
-        config={"schema.registry.listen": "127.0.0.1:0"},
+        config={"schema.registry.listen": "127.0.0.1:0", "http.listen": "127.0.0.1:0"},
     )
     embedded.start()
     try:
-        assert embedded.broker is not None
-        yield embedded.bootstrap, f"http://127.0.0.1:{embedded.broker.registry_port}"
+        broker = embedded.broker
+        assert broker is not None
+        yield (embedded.bootstrap, f"http://127.0.0.1:{broker.registry_port}",
+               f"http://127.0.0.1:{broker.http_port}")
     finally:
         embedded.close()
 
 
-def _setup(broker: tuple[str, str], events: int, accounts: int = 25):
+def _setup(broker: tuple[str, str, str], events: int, accounts: int = 25):
     """A fresh set of topics and a history produced to them: the first half under schema
     version 1, the rest under version 2."""
-    bootstrap, registry = broker
+    bootstrap, registry, _ = broker
     prefix = f"bank-{uuid.uuid4().hex[:8]}"
     run.T = run.Topics(prefix)
     run.create_topics(bootstrap)
@@ -67,12 +72,25 @@ def _setup(broker: tuple[str, str], events: int, accounts: int = 25):
     return prefix, history
 
 
+TELLER_ACCOUNT = "teller-acc-1"
+
+
 @pytest.fixture(scope="module")
-def evolved(registry_broker) -> tuple[str, list]:
-    return _setup(registry_broker, events=1200)
+def evolved(registry_broker) -> tuple[str, list, int]:
+    """(prefix, history, events under version 1): the generated history, then a teller's
+    commands on an account of its own, appended through the HTTP API under the subject."""
+    from chronik.eventstore import EventStore
+
+    prefix, history = _setup(registry_broker, events=1200)
+    store = EventStore(registry_broker[0], registry_broker[2])
+    topic = run.Topics(prefix).events
+    done = [commands.execute(store, topic, TELLER_ACCOUNT, "open", owner="tess"),
+            commands.execute(store, topic, TELLER_ACCOUNT, "deposit", 900),
+            commands.execute(store, topic, TELLER_ACCOUNT, "withdraw", 300)]
+    return prefix, history + [(TELLER_ACCOUNT.encode(), d.event) for d in done], 600
 
 
-def _cfg(broker: tuple[str, str], prefix: str, work: Path, gen: int = 0, max_offsets: int = 300):
+def _cfg(broker: tuple[str, ...], prefix: str, work: Path, gen: int = 0, max_offsets: int = 300):
     topics = run.Topics(prefix)
     return ProjectionConfig(
         bootstrap=broker[0], events_topic=topics.events, read_model_topic=topics.accounts,
@@ -122,10 +140,11 @@ def test_v1_and_v2_history_projects_read_model_dead_letters_and_replay(
     spark, registry_broker, evolved, tmp_path
 ):
     bootstrap = registry_broker[0]
-    prefix, history = evolved
+    prefix, history, _ = evolved
     cfg = _cfg(registry_broker, prefix, tmp_path)
     _run_to_end(spark, cfg)
     expected = _expected(history)
+    assert expected[TELLER_ACCOUNT][:4] == (TELLER_ACCOUNT, "tess", "open", 600)
     assert _as_dicts(read_model_from_parquet(spark, cfg.parquet_path, "account_id").collect()) \
         == expected
     from_topic = read_model_from_topic(spark, bootstrap, cfg.read_model_topic,
@@ -158,8 +177,8 @@ def test_v1_and_v2_history_projects_read_model_dead_letters_and_replay(
 def test_v1_events_read_as_v2_with_its_default(spark, registry_broker, evolved):
     """Events written under version 1 have no channel: read as version 2 they get its
     default, 'branch'; events written under version 2 keep theirs."""
-    bootstrap, registry = registry_broker
-    prefix, history = evolved
+    bootstrap, registry, _ = registry_broker
+    prefix, history, half = evolved
     rows = (
         spark.read.format("chronik").option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", run.Topics(prefix).events).option("valueFormat", "avro")
@@ -170,13 +189,12 @@ def test_v1_events_read_as_v2_with_its_default(spark, registry_broker, evolved):
     assert sum(r.value_raw is not None for r in rows) == sum(
         1 for _, e in history if isinstance(e, bytes)
     )
-    half = len(history) // 2
     v1 = [e for _, e in history[:half] if isinstance(e, dict)]
     v2 = [e for _, e in history[half:] if isinstance(e, dict)]
     assert {channels[e["event_id"]] for e in v1} == {"branch"}
     assert any(e["channel"] != "branch" for e in v1)  # what version 1 could not carry
     assert [channels[e["event_id"]] for e in v2] == [e["channel"] for e in v2]
-    assert {e["channel"] for e in v2} == set(bank.CHANNELS)
+    assert {e["channel"] for e in v2} == {*bank.CHANNELS, "teller"}
     # The subject holds both versions, and the reader took the latest.
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
@@ -202,7 +220,7 @@ class _EndOffset:
 def test_killed_projection_ends_like_an_uninterrupted_one(spark, registry_broker, tmp_path):
     """Killed right after a micro-batch wrote dead letters and before it committed: the riskiest
     moment for the sinks, whose replay must not write those rows again."""
-    bootstrap, registry = registry_broker
+    bootstrap, registry, _ = registry_broker
     prefix, history = _setup(registry_broker, events=600)
     work = tmp_path / "work"
     cfg = _cfg(registry_broker, prefix, work, max_offsets=60)
