@@ -1,14 +1,15 @@
 """The bank-account domain: its events, how they fold into an account, and a generator.
 
-Events are JSON objects keyed by account id:
+Events are Avro records ``bank.AccountEvent`` (schemas/account_event_v*.avsc) keyed by
+account id, handed to the fold decoded, as dicts:
 ``{"event_id": "...", "type": "AccountOpened" | "MoneyDeposited" | "MoneyWithdrawn" |
 "AccountClosed", "account_id": "acc-7", "at": <epoch ms>, "owner": "..." (opened),
-"amount": <cents> (deposit, withdrawal)}``.
+"amount": <cents> (deposit, withdrawal), "channel": "branch" | "online" | "atm" | "teller"}``.
+The read model is JSON: the projection writes each account's state as a JSON document.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
 from datetime import UTC, datetime
@@ -38,10 +39,10 @@ class BankFold:
 
     read_model_schema = READ_MODEL_SCHEMA
 
-    def parse(self, key: bytes, value: bytes) -> dict[str, Any]:
-        event = json.loads(value)
+    def parse(self, key: bytes, event: dict[str, Any] | None) -> dict[str, Any]:
+        """Check a decoded event (None: its value did not decode) against the domain."""
         if not isinstance(event, dict):
-            raise DomainError("event is not a JSON object")
+            raise DomainError("event is not an AccountEvent record")
         if event.get("type") not in EVENT_TYPES:
             raise DomainError(f"unknown event type {event.get('type')!r}")
         for name in ("event_id", "account_id", "at"):
@@ -83,13 +84,23 @@ class BankFold:
         return state
 
 
+History = list[tuple[bytes, "dict[str, Any] | bytes"]]
+
+CHANNELS = ("branch", "online", "atm")
+
+# Not an Avro record in Confluent's framing: what a producer bypassing the serializer writes.
+NOT_AVRO = b"{not avro"
+
+
 def generate(
     accounts: int, events: int, seed: int = 7, bad_every: int = 97,
     start_ms: int = 1_700_000_000_000,
-) -> list[tuple[bytes, bytes]]:
-    """A reproducible event history (key, value); every `bad_every`-th event is broken."""
+) -> History:
+    """A reproducible event history (key, event); every `bad_every`-th event is broken:
+    bytes that are no Avro record (to be produced as they are), or a record breaking a
+    domain rule (a withdrawal beyond any balance, a deposit of a negative amount)."""
     rng = random.Random(seed)
-    out: list[tuple[bytes, bytes]] = []
+    out: History = []
     slots = [f"acc-{n}" for n in range(accounts)]  # a closed account's slot gets a new account
     balances: dict[str, int] = {}  # open accounts
     reopened = 0
@@ -100,12 +111,12 @@ def generate(
         acc = slots[slot]
         event_id = str(uuid.UUID(int=rng.getrandbits(128)))
         if bad_every and i % bad_every == bad_every - 1:
-            broken = rng.choice([
-                b"{not json",
-                json.dumps({"event_id": event_id, "type": "MoneyTeleported",
-                            "account_id": acc, "at": at}).encode(),
-                json.dumps({"event_id": event_id, "type": "MoneyWithdrawn", "account_id": acc,
-                            "at": at, "amount": 10**12}).encode(),
+            broken: dict[str, Any] | bytes = rng.choice([
+                NOT_AVRO,
+                {"event_id": event_id, "type": "MoneyDeposited", "account_id": acc,
+                 "at": at, "amount": -rng.randint(1, 20_000), "channel": "online"},
+                {"event_id": event_id, "type": "MoneyWithdrawn", "account_id": acc,
+                 "at": at, "amount": 10**12, "channel": "atm"},
             ])
             out.append((acc.encode(), broken))
             continue
@@ -128,19 +139,21 @@ def generate(
                 del balances[acc]
                 reopened += 1
                 slots[slot] = f"acc-{accounts + reopened}"
-        event.update({"event_id": event_id, "account_id": acc, "at": at})
-        out.append((acc.encode(), json.dumps(event).encode()))
+        event.update({"event_id": event_id, "account_id": acc, "at": at,
+                      "channel": rng.choice(CHANNELS)})
+        out.append((acc.encode(), event))
     return out
 
 
-def expected_read_model(history: list[tuple[bytes, bytes]]) -> dict[str, dict[str, Any]]:
+def expected_read_model(history: History) -> dict[str, dict[str, Any]]:
     """The read model computed without Spark, per account, in produce order."""
     fold = BankFold()
     states: dict[str, dict[str, Any]] = {}
     for key, value in history:
         acc = key.decode()
         try:
-            new = fold.apply(states.get(acc), fold.parse(key, value))
+            event = value if isinstance(value, dict) else None  # bytes: no Avro record
+            new = fold.apply(states.get(acc), fold.parse(key, event))
         except Exception:  # noqa: BLE001 - dead-lettered, as the stream does
             continue
         new["version"] = states.get(acc, {}).get("version", 0) + 1

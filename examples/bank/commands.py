@@ -11,14 +11,18 @@ tellers can never both spend the same balance.
 The decision reuses the fold's rules: the new event is applied to the loaded state, and
 the fold raises ``DomainError`` for a withdrawal beyond the balance, anything on a closed
 or unknown account, or an account opened twice; such a command is refused and nothing is
-written. The store is anything with ``read(topic, key)`` and
-``append(topic, key, events, expected_version=...)`` raising ``VersionConflict`` as
-``chronik.eventstore.EventStore`` does.
+written. The store is anything with ``read(topic, key, decode=True)`` and
+``append(topic, key, events, expected_version=..., subject=...)`` raising
+``VersionConflict`` as ``chronik.eventstore.EventStore`` does.
+
+Events are Avro, as the generator writes them: appends name the events topic's subject
+(``<topic>-value``) and send the event as JSON, which the broker checks against the latest
+schema and writes in Confluent's wire format; reads ask the broker to decode them
+(``decode=True``), so the fold gets the same dicts the Spark projection does.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import uuid
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bank
+import event_schemas
 
 COMMANDS = ("open", "deposit", "withdraw", "close")
 
@@ -62,9 +67,10 @@ class Outcome:
     refused: str | None = field(default=None)
 
 
-def fold_events(account_id: str, values: list[bytes]) -> dict[str, Any] | None:
-    """The account's state from its event values in version order. Events the fold
-    refuses are skipped, as the projection dead-letters them."""
+def fold_events(account_id: str, values: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The account's state from its decoded events in version order (None: a value that
+    did not decode). Events the fold refuses are skipped, as the projection dead-letters
+    them."""
     fold = bank.BankFold()
     key = account_id.encode()
     state = None
@@ -77,17 +83,17 @@ def fold_events(account_id: str, values: list[bytes]) -> dict[str, Any] | None:
 
 
 def load(store, topic: str, account_id: str) -> Account:
-    events = store.read(topic, account_id)
+    events = store.read(topic, account_id, decode=True)
     # Versions survive retention: the next one follows the last read, not the number read.
     version = events[-1].version + 1 if events else 0
-    return Account(account_id, fold_events(account_id, [e.value for e in events]), version)
+    return Account(account_id, fold_events(account_id, [e.value_json for e in events]), version)
 
 
 def new_event(kind: str, account_id: str, amount: int | None = None,
               owner: str | None = None) -> dict[str, Any]:
     event: dict[str, Any] = {
         "event_id": str(uuid.uuid4()), "type": kind, "account_id": account_id,
-        "at": int(time.time() * 1000),
+        "at": int(time.time() * 1000), "channel": "teller",
     }
     if kind == "AccountOpened":
         event["owner"] = owner or account_id
@@ -130,13 +136,14 @@ def execute(store, topic: str, account_id: str, command: str, amount: int | None
             exc.conflicts = conflicts
             raise
         try:
-            appended = store.append(topic, account_id, [json.dumps(event).encode()],
-                                    expected_version=account.version)
+            appended = store.append(topic, account_id, [event], expected_version=account.version,
+                                    subject=event_schemas.subject(topic))
         except VersionConflict:
             # An append whose answer was lost is resent, and then conflicts with itself:
             # if the event is in the log after all, the command is done.
-            mine = [e for e in store.read(topic, account_id, from_version=account.version)
-                    if _event_id(e.value) == event["event_id"]]
+            mine = [e for e in store.read(topic, account_id, from_version=account.version,
+                                          decode=True)
+                    if _event_id(e.value_json) == event["event_id"]]
             if mine:
                 return Outcome(event, mine[0].version, attempt, conflicts)
             conflicts += 1
@@ -148,11 +155,8 @@ def execute(store, topic: str, account_id: str, command: str, amount: int | None
     raise exc
 
 
-def _event_id(value: bytes | None) -> str | None:
-    try:
-        return json.loads(value).get("event_id")
-    except (TypeError, ValueError, AttributeError):
-        return None
+def _event_id(value: Any) -> str | None:
+    return value.get("event_id") if isinstance(value, dict) else None
 
 
 class Teller:

@@ -1,8 +1,11 @@
 """The bank-account projection, runnable: ``python examples/bank/run.py demo``.
 
 Commands:
-  demo      start a broker (unless --bootstrap-server), generate events, project, replay, compare
-  generate  produce a reproducible bank history to the events topic
+  demo      start a broker serving the schema registry (unless --bootstrap-server), generate
+            events, project, replay, compare
+  generate  produce a reproducible bank history to the events topic, in Avro: the first half
+            under schema version 1, then version 2 registered (checked compatible first)
+            and the rest under it
   project   run the projection (continuous, or --available-now to stop when caught up)
   replay    rebuild the read model from offset 0 on a fresh checkpoint
   show      print the read model from Parquet and the number of dead letters
@@ -34,6 +37,7 @@ except ImportError:  # run from a source checkout without installing
 sys.path.insert(0, str(HERE))
 
 import bank  # noqa: E402
+import event_schemas  # noqa: E402
 
 
 class Topics:
@@ -64,8 +68,13 @@ def create_topics(bootstrap: str, partitions: int = 3) -> None:
         f.result(30)
 
 
-def produce_history(bootstrap: str, accounts: int, events: int, seed: int) -> int:
+def produce_history(bootstrap: str, registry_url: str, accounts: int, events: int, seed: int,
+                    v2_from: int | None = None, say=print) -> int:
+    """The generated history, Avro through confluent-kafka's AvroSerializer: events before
+    ``v2_from`` (default: half of them) under schema version 1, then version 2 registered
+    and the rest under it. The broken events that are no Avro record go as they are."""
     from confluent_kafka import Producer
+    from confluent_kafka.serialization import MessageField, SerializationContext
 
     from chronik.spark.options import quiet  # librdkafka: warnings and errors only
 
@@ -74,7 +83,21 @@ def produce_history(bootstrap: str, accounts: int, events: int, seed: int) -> in
     producer = Producer(quiet({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
                                "enable.idempotence": True, "partitioner": "murmur2_random"}))
     history = bank.generate(accounts, events, seed)
-    for key, value in history:
+    split = len(history) // 2 if v2_from is None else v2_from
+    ctx = SerializationContext(T.events, MessageField.VALUE)
+    subject = event_schemas.subject(T.events)
+    say(f"registered {subject} version 1: schema id "
+        f"{event_schemas.register(registry_url, T.events, 1)}")
+    serialize = event_schemas.serializer(registry_url, 1)
+    for i, (key, event) in enumerate(history):
+        if i == split:
+            if producer.flush(60):
+                raise SystemExit("not every event was delivered")
+            schema_id = event_schemas.register(registry_url, T.events, 2)
+            say(f"{split} events written under version 1; version 2 (adds channel, default "
+                f"'branch') is compatible, registered: schema id {schema_id}")
+            serialize = event_schemas.serializer(registry_url, 2)
+        value = event if isinstance(event, bytes) else serialize(event, ctx)
         while True:
             try:
                 producer.produce(T.events, key=key, value=value)
@@ -121,8 +144,8 @@ def run_teller(bootstrap: str, http_url: str, topic: str, accounts: list[str], s
                  "gave_up": teller.gave_up, "moved": dict(moved)})
 
 
-def tellers(bootstrap: str, http_url: str, accounts: int, count: int, seconds: float,
-            seed: int) -> bool:
+def tellers(bootstrap: str, http_url: str, registry_url: str, accounts: int, count: int,
+            seconds: float, seed: int) -> bool:
     """Open the accounts, run the tellers, and check every balance: it must equal the
     balance before plus what the tellers report they moved, and never be negative."""
     import multiprocessing
@@ -131,6 +154,7 @@ def tellers(bootstrap: str, http_url: str, accounts: int, count: int, seconds: f
 
     from chronik.eventstore import EventStore
 
+    event_schemas.register_all(registry_url, T.events)  # the tellers append under it
     store = EventStore(bootstrap, http_url)
     names = [f"teller-acc-{n}" for n in range(accounts)]
     before = {}
@@ -163,14 +187,15 @@ def tellers(bootstrap: str, http_url: str, accounts: int, count: int, seconds: f
     return ok
 
 
-def serve_with_http(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
-    """`chronik serve` with its HTTP API on free loopback ports: (process, bootstrap, url)."""
+def serve_with_http(data_dir: Path) -> tuple[subprocess.Popen, str, str, str]:
+    """`chronik serve` with its HTTP API and schema registry on free loopback ports:
+    (process, bootstrap, HTTP API URL, registry URL)."""
     ports = []
-    for _ in range(2):
+    for _ in range(3):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             ports.append(s.getsockname()[1])
-    bootstrap, http = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
+    bootstrap, http, registry = (f"127.0.0.1:{p}" for p in ports)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(HERE.parents[1] / "src"), env.get("PYTHONPATH")) if p)
@@ -178,13 +203,14 @@ def serve_with_http(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
     # warnings and errors still show.
     proc = subprocess.Popen(
         [sys.executable, "-m", "chronik", "serve", "--data-dir", str(data_dir),
-         "--listen", bootstrap, "--http-listen", http, "--log-level", "WARNING"], env=env)
+         "--listen", bootstrap, "--http-listen", http, "--schema-registry-listen", registry,
+         "--log-level", "WARNING"], env=env)
     deadline = time.monotonic() + 30
     while True:
         try:
-            socket.create_connection(("127.0.0.1", ports[1]), timeout=1).close()
-            socket.create_connection(("127.0.0.1", ports[0]), timeout=1).close()
-            return proc, bootstrap, f"http://{http}"
+            for port in reversed(ports):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, bootstrap, f"http://{http}", f"http://{registry}"
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
@@ -245,27 +271,31 @@ class Workdir:
         return self._parquet or str(self.root / "accounts.parquet")
 
 
-def config(bootstrap: str, work: Workdir, max_offsets: int | None):
+def config(bootstrap: str, registry_url: str | None, work: Workdir, max_offsets: int | None):
     from chronik.spark.projection import ProjectionConfig
 
+    # Events decoded by the source as Avro, in the shape of the subject's latest schema;
+    # the read model stays JSON.
     return ProjectionConfig(
         bootstrap=bootstrap, events_topic=T.events, read_model_topic=T.accounts,
         dead_letter_topic=T.dead, parquet_path=work.parquet, checkpoint=work.checkpoint,
-        max_offsets_per_trigger=max_offsets,
+        max_offsets_per_trigger=max_offsets, value_format="avro",
+        schema_registry_url=registry_url,
     )
 
 
-def project(spark, bootstrap: str, work: Workdir, available_now: bool,
-            max_offsets: int | None = None, write_dead_letters: bool = True) -> None:
+def project(spark, bootstrap: str, registry_url: str | None, work: Workdir,
+            available_now: bool, max_offsets: int | None = None,
+            write_dead_letters: bool = True) -> None:
     from chronik.spark.projection import start_projection
 
-    cfg = config(bootstrap, work, max_offsets)
+    cfg = config(bootstrap, registry_url, work, max_offsets)
     cfg.write_dead_letters = write_dead_letters
     query = start_projection(spark, bank.BankFold(), cfg, available_now=available_now)
     query.awaitTermination()
 
 
-def replay(spark, bootstrap: str, work: Workdir) -> None:
+def replay(spark, bootstrap: str, registry_url: str | None, work: Workdir) -> None:
     """Rebuild from offset 0: fresh checkpoint, fresh Parquet table; dead letters not resent."""
     if "://" in work.parquet:
         jvm = spark._jvm  # the Hadoop filesystem API, for hdfs:// or s3a:// tables
@@ -274,7 +304,7 @@ def replay(spark, bootstrap: str, work: Workdir) -> None:
     else:
         shutil.rmtree(work.parquet, ignore_errors=True)
     work.next_generation()
-    project(spark, bootstrap, work, available_now=True, write_dead_letters=False)
+    project(spark, bootstrap, registry_url, work, available_now=True, write_dead_letters=False)
 
 
 def read_model(spark, work: Workdir) -> list:
@@ -283,12 +313,38 @@ def read_model(spark, work: Workdir) -> list:
     return sorted(read_model_from_parquet(spark, work.parquet, "account_id").collect())
 
 
+def events_by_channel(spark, bootstrap: str, registry_url: str | None) -> list[tuple[str, int]]:
+    """The events topic read as typed rows: how many events came through each channel
+    (events written under schema version 1 read as v2's default, 'branch')."""
+    reader = (spark.read.format("chronik").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", T.events).option("valueFormat", "avro")
+              .option("decodeErrorMode", "null"))
+    if registry_url:
+        reader = reader.option("schemaRegistryUrl", registry_url)
+    rows = reader.load().where("value is not null").groupBy("value.channel").count().collect()
+    return sorted((r.channel, r["count"]) for r in rows)
+
+
+def broker_registry(bootstrap: str, given: str | None) -> str:
+    """The registry URL given, else the one the broker serves (its schema.registry.listen)."""
+    from chronik.spark.options import OptionError
+    from chronik.spark.registry_discovery import registry_url
+
+    options = {"schemaRegistryUrl": given} if given else {}
+    try:
+        return registry_url(options, {"bootstrap.servers": bootstrap})
+    except OptionError as exc:
+        raise SystemExit(f"{exc}; give --schema-registry-url") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command",
                         choices=["demo", "generate", "project", "replay", "show", "tellers"])
     parser.add_argument("--bootstrap-server", help="default: start an embedded chronik broker")
+    parser.add_argument("--schema-registry-url", help="default: the registry the broker "
+                        "serves (its schema.registry.listen)")
     parser.add_argument("--http-url", help="the broker's HTTP API, for tellers "
                         "(default: http://127.0.0.1:8080 with --bootstrap-server)")
     parser.add_argument("--tellers", type=int, default=8)
@@ -311,11 +367,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "tellers":
         server = None
         bootstrap, http_url = args.bootstrap_server, args.http_url or "http://127.0.0.1:8080"
+        registry = args.schema_registry_url
         if bootstrap is None:  # tellers need the HTTP API: a `chronik serve` of our own
-            server, bootstrap, http_url = serve_with_http(work.root / "broker-data")
+            server, bootstrap, http_url, registry = serve_with_http(work.root / "broker-data")
         try:
             create_topics(bootstrap)
-            return 0 if tellers(bootstrap, http_url, args.accounts, args.tellers,
+            registry = broker_registry(bootstrap, registry)
+            return 0 if tellers(bootstrap, http_url, registry, args.accounts, args.tellers,
                                 args.seconds, args.seed) else 1
         finally:
             if server is not None:
@@ -323,33 +381,42 @@ def main(argv: list[str] | None = None) -> int:
                 server.wait(30)
 
     embedded = None
-    bootstrap = args.bootstrap_server
+    bootstrap, registry = args.bootstrap_server, args.schema_registry_url
     if bootstrap is None:
         from chronik.broker.embedded import EmbeddedBroker
 
-        embedded = EmbeddedBroker(data_dir=work.root / "broker-data").start()
+        embedded = EmbeddedBroker(data_dir=work.root / "broker-data",
+                                  config={"schema.registry.listen": "127.0.0.1:0"}).start()
         bootstrap = embedded.bootstrap
-        print(f"chronik broker on {bootstrap}, data in {work.root / 'broker-data'}")
+        registry = f"http://127.0.0.1:{embedded.broker.registry_port}"
+        print(f"chronik broker on {bootstrap}, schema registry on {registry}, "
+              f"data in {work.root / 'broker-data'}")
     try:
         create_topics(bootstrap)
+        registry = broker_registry(bootstrap, registry)
         if args.command == "generate":
-            print(f"produced {produce_history(bootstrap, args.accounts, args.events, args.seed)}")
+            n = produce_history(bootstrap, registry, args.accounts, args.events, args.seed)
+            print(f"produced {n}")
             return 0
         spark = spark_session(args.master)
         if args.command == "project":
-            project(spark, bootstrap, work, args.available_now, args.max_offsets_per_trigger)
+            project(spark, bootstrap, registry, work, args.available_now,
+                    args.max_offsets_per_trigger)
         elif args.command == "replay":
-            replay(spark, bootstrap, work)
+            replay(spark, bootstrap, registry, work)
         if args.command == "demo":
             if event_count(bootstrap):
                 print(f"{T.events} already holds {event_count(bootstrap)} events; not adding more")
             else:
-                n = produce_history(bootstrap, args.accounts, args.events, args.seed)
+                n = produce_history(bootstrap, registry, args.accounts, args.events, args.seed)
                 print(f"produced {n} events to {T.events}")
-            project(spark, bootstrap, work, available_now=True,
+            project(spark, bootstrap, registry, work, available_now=True,
                     max_offsets=args.max_offsets_per_trigger)
+            channels = ", ".join(f"{c} {n}" for c, n in events_by_channel(spark, bootstrap,
+                                                                           registry))
+            print(f"events by channel, read as schema version 2: {channels}")
             live = read_model(spark, work)
-            replay(spark, bootstrap, work)
+            replay(spark, bootstrap, registry, work)
             same = live == read_model(spark, work)
             print(f"replay from offset 0 gives the same read model: {same}")
         if args.command in ("show", "demo", "project", "replay"):

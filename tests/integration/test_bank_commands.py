@@ -1,8 +1,10 @@
-"""The bank example's command side against `chronik serve --http-listen`: teller processes
-racing to withdraw from one account never spend more than it holds.
+"""The bank example's command side against `chronik serve --http-listen
+--schema-registry-listen`: teller processes racing to withdraw from one account never spend
+more than it holds.
 
-Each teller loads the account through the event store, decides with the projection's fold
-and appends with its expected version, retrying on a conflict (examples/bank/commands.py).
+Each teller loads the account through the event store (decoded by the broker), decides with
+the projection's fold and appends with its expected version under the events topic's Avro
+subject, retrying on a conflict (examples/bank/commands.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ BANK = Path(__file__).resolve().parents[2] / "examples" / "bank"
 sys.path.insert(0, str(BANK))
 bank = importlib.import_module("bank")
 commands = importlib.import_module("commands")
+event_schemas = importlib.import_module("event_schemas")
 run = importlib.import_module("run")
 
 PARTITIONS = 3
@@ -66,20 +69,26 @@ TELLER = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    proc, bootstrap, http_url = run.serve_with_http(tmp_path_factory.mktemp("bank") / "data")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    """(bootstrap, HTTP API URL, schema registry URL) of a `chronik serve`."""
+    proc, bootstrap, http_url, registry = run.serve_with_http(
+        tmp_path_factory.mktemp("bank") / "data"
+    )
     try:
-        yield bootstrap, http_url
+        yield bootstrap, http_url, registry
     finally:
         proc.kill()
         proc.wait()
 
 
-def versioned_topic(bootstrap: str) -> str:
+def versioned_topic(server: tuple[str, str, str]) -> str:
+    """A new events topic, its subject holding the bank's schema versions 1 and 2."""
+    bootstrap, _, registry = server
     name = f"bank-{uuid.uuid4().hex[:8]}.events"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"key.versioning.enable": "true"}
     admin.create_topics([NewTopic(name, PARTITIONS, 1, config=config)])[name].result(30)
+    event_schemas.register_all(registry, name)
     return name
 
 
@@ -107,8 +116,8 @@ def scanned_versions(bootstrap: str, topic: str, partition: int, key: bytes) -> 
 def test_decisions_follow_the_folded_state(server) -> None:
     from chronik.eventstore import EventStore
 
-    bootstrap, http_url = server
-    topic = versioned_topic(bootstrap)
+    bootstrap, http_url, _ = server
+    topic = versioned_topic(server)
     store = EventStore(bootstrap, http_url)
     with pytest.raises(commands.Refused, match="before AccountOpened"):
         commands.execute(store, topic, "acc-1", "deposit", 10)
@@ -126,12 +135,46 @@ def test_decisions_follow_the_folded_state(server) -> None:
     assert (account.version, account.balance, account.state["status"]) == (4, 300, "closed")
 
 
+def test_tellers_write_avro_that_kafka_consumers_read(server) -> None:
+    """The tellers' events are in Confluent's wire format under the latest schema: an
+    AvroDeserializer reads them, with the channel the tellers set; an event written by a
+    producer under version 1 is folded with them, read as version 2."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from chronik.eventstore import EventStore
+
+    bootstrap, http_url, registry = server
+    topic = versioned_topic(server)
+    store = EventStore(bootstrap, http_url)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    # An account opened by a version-1 producer, before the tellers.
+    producer = store.producer()
+    opened = commands.new_event("AccountOpened", "acc-v1", owner="old")
+    producer.produce(topic, key=b"acc-v1", value=event_schemas.serializer(registry, 1)(opened, ctx))
+    assert producer.flush(30) == 0
+    commands.execute(store, topic, "acc-v1", "deposit", 70)
+
+    events = store.read(topic, "acc-v1", decode=True)
+    registry_client = SchemaRegistryClient({"url": registry})
+    latest = registry_client.get_latest_version(f"{topic}-value")
+    v1 = registry_client.get_version(f"{topic}-value", 1)
+    assert [e.schema_id for e in events] == [v1.schema_id, latest.schema_id]
+    assert all(e.value[0] == 0 for e in events)  # Confluent's magic byte
+    deserialize = AvroDeserializer(registry_client, event_schemas.schema_text(2))
+    decoded = [deserialize(e.value, ctx) for e in events]
+    assert [(d["type"], d["channel"], d["amount"]) for d in decoded] == [
+        ("AccountOpened", "branch", None), ("MoneyDeposited", "teller", 70)]
+    assert commands.load(store, topic, "acc-v1").balance == 70
+
+
 @pytest.mark.timeout(120)
 def test_concurrent_tellers_never_double_spend(server) -> None:
     from chronik.eventstore import EventStore
 
-    bootstrap, http_url = server
-    topic = versioned_topic(bootstrap)
+    bootstrap, http_url, _ = server
+    topic = versioned_topic(server)
     store = EventStore(bootstrap, http_url)
     commands.execute(store, topic, "acc-race", "open", owner="race")
     commands.execute(store, topic, "acc-race", "deposit", BALANCE)
@@ -159,7 +202,7 @@ def test_concurrent_tellers_never_double_spend(server) -> None:
     # Conflicts happened, and the retry path turned them into decisions.
     assert sum(r["conflicts"] for r in reports) > 0
 
-    events = store.read(topic, "acc-race")
+    events = store.read(topic, "acc-race", decode=True)
     versions = [e.version for e in events]
     assert versions == list(range(len(events)))  # no gap, no duplicate
     assert len(events) == 2 + len(withdrawn)
@@ -172,7 +215,7 @@ def test_concurrent_tellers_never_double_spend(server) -> None:
     # Folded event by event, the balance never goes below zero and ends where it should.
     fold, state = bank.BankFold(), None
     for event in events:
-        state = fold.apply(state, fold.parse(b"acc-race", event.value))  # raises on overdraft
+        state = fold.apply(state, fold.parse(b"acc-race", event.value_json))  # raises on overdraft
         assert state["balance"] >= 0
     assert state["balance"] == BALANCE - spent
     assert commands.load(store, topic, "acc-race").balance == BALANCE - spent

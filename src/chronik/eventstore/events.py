@@ -20,6 +20,10 @@ class Event(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+    # With read(..., decode=True), for a value in Confluent's wire format whose schema the
+    # registry knows: its schema id, and the value decoded with it (None when it did not).
+    schema_id: int | None = None
+    value_json: Any = None
 
     def json(self) -> Any:
         """The value decoded as JSON."""

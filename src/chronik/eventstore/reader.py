@@ -17,6 +17,7 @@ def read_events(
     key: str | bytes,
     from_version: int = 0,
     limit: int | None = None,
+    decode: bool = False,
 ) -> list[Event]:
     out: list[Event] = []
     next_version: int | None = max(0, from_version)
@@ -24,7 +25,8 @@ def read_events(
         page = PAGE if limit is None else min(PAGE, limit - len(out))
         path = key_path(topic, key, events=True)
         sep = "&" if "?" in path else "?"
-        _, doc, _ = http.request("GET", f"{path}{sep}from_version={next_version}&limit={page}")
+        query = f"from_version={next_version}&limit={page}" + ("&decode=true" if decode else "")
+        _, doc, _ = http.request("GET", f"{path}{sep}{query}")
         for e in doc["events"]:
             out.append(
                 Event(
@@ -35,6 +37,8 @@ def read_events(
                     decoded(e["key"], e.get("key_encoding")),
                     decoded(e["value"], e["value_encoding"]),
                     [(h["key"], decoded(h["value"], h["value_encoding"])) for h in e["headers"]],
+                    e.get("schema_id"),
+                    e.get("value_json"),
                 )
             )
         next_version = doc["next_version"]

@@ -52,19 +52,32 @@ class EventStore:
         events: object,
         expected_version: int | None = None,
         headers: Headers | None = None,
+        subject: str | None = None,
     ) -> Appended:
         """Append ``events`` (bytes, str or JSON-able values; one value or a list) to
         ``key`` as one batch, all or none. ``expected_version``: the key's version count
         it must have (0: the key must not exist yet), else raises VersionConflict with
         nothing written; None appends unconditionally. ``headers`` go on every event.
-        Returns once the events are durable (acks=all)."""
-        return writer.append_events(self._http, topic, key, events, expected_version, headers)
+        Returns once the events are durable (acks=all). ``subject``: a subject of the
+        broker's schema registry; the events are then JSON documents, checked against and
+        written in its latest schema (an EventStoreError 422 ``value_mismatch`` when one
+        does not fit, nothing written)."""
+        return writer.append_events(
+            self._http, topic, key, events, expected_version, headers, subject
+        )
 
     def read(
-        self, topic: str, key: str | bytes, from_version: int = 0, limit: int | None = None
+        self,
+        topic: str,
+        key: str | bytes,
+        from_version: int = 0,
+        limit: int | None = None,
+        decode: bool = False,
     ) -> list[Event]:
-        """The key's events from ``from_version`` (at most ``limit``), by version."""
-        return reader.read_events(self._http, topic, key, from_version, limit)
+        """The key's events from ``from_version`` (at most ``limit``), by version.
+        ``decode``: values in Confluent's wire format come with ``schema_id`` and
+        ``value_json`` (decoded with their writer schema by the broker's registry)."""
+        return reader.read_events(self._http, topic, key, from_version, limit, decode)
 
     def version(self, topic: str, key: str | bytes) -> int:
         """The key's version count: how many events it has had (0: none yet)."""

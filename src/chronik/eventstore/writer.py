@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from chronik.eventstore.config import librdkafka
 from chronik.eventstore.encoding import Headers, b64, encode_headers, encode_value
@@ -23,6 +24,7 @@ def append_events(
     events: object,
     expected_version: int | None = None,
     headers: Headers | None = None,
+    subject: str | None = None,
 ) -> Appended:
     if not isinstance(events, list):
         events = [events]
@@ -32,22 +34,26 @@ def append_events(
         {"key": name, "value": b64(value), "value_encoding": "base64"}
         for name, value in encode_headers(headers)
     ]
-    body = {
-        "events": [
-            {
-                "value": b64(encode_value(e)),
-                "value_encoding": "base64",
-                "headers": shared,
-            }
-            for e in events
-        ]
-    }
+    if subject is None:
+        body = {
+            "events": [
+                {"value": b64(encode_value(e)), "value_encoding": "base64", "headers": shared}
+                for e in events
+            ]
+        }
+    else:  # JSON documents, encoded by the broker with the subject's latest schema
+        body = {
+            "events": [{"value": e, "value_encoding": "json", "headers": shared} for e in events]
+        }
     sent: dict[str, str] = {}
     if expected_version is not None:
         if expected_version < 0:
             raise ValueError("expected_version must be 0 or more")
         sent["If-Match"] = f'"{int(expected_version)}"'
     path = key_path(topic, key, events=True)
+    if subject is not None:
+        sep = "&" if "?" in path else "?"
+        path = f"{path}{sep}subject={quote(subject, safe='')}"
     try:
         # An unconditional append is not resent after a dropped connection: it may
         # have been written. A conditional one is safe to resend (at worst a conflict).

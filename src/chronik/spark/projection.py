@@ -11,6 +11,13 @@ and in every micro-batch writes:
 - each event that fails to parse or to apply to a dead-letter topic, with the reason in the
   ``error`` header; the key's state stays as it was and the stream goes on.
 
+Events are handed to ``Fold.parse`` as the record's value bytes, or, with
+``ProjectionConfig.value_format`` (avro, json, protobuf: the source's ``valueFormat``), decoded
+by the source against the events topic's subject in the schema registry (the latest schema,
+so events written under older versions arrive in its shape, with its defaults), as a dict.
+A typed event's dead letter holds it as JSON; a value that does not decode under the subject
+is dead-lettered as the bytes it was, with the source's decoding left to ``decodeErrorMode=null``.
+
 Topic writes use the sink's exactly-once protocol with the micro-batch id, so a projection
 killed at any point and restarted ends with the same read model as one that ran through.
 """
@@ -30,9 +37,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 STATE_SCHEMA = "state string, partition int, offset long"
-OUTPUT_SCHEMA = (
-    "kind string, key binary, value binary, error string, partition int, offset long"
-)
+OUTPUT_SCHEMA = "kind string, key binary, value binary, error string, partition int, offset long"
 
 
 class Fold(Protocol):
@@ -40,8 +45,9 @@ class Fold(Protocol):
 
     read_model_schema: StructType  # the state's JSON as Parquet columns
 
-    def parse(self, key: bytes, value: bytes) -> dict[str, Any]:
-        """Decode one event; raise to send it to the dead-letter topic."""
+    def parse(self, key: bytes, value: Any) -> dict[str, Any]:
+        """Decode one event: ``value`` is its bytes, or with a value format its decoded
+        value (a dict; None when it did not decode). Raise to dead-letter it."""
         ...
 
     def apply(self, state: dict[str, Any] | None, event: dict[str, Any]) -> dict[str, Any]:
@@ -49,8 +55,21 @@ class Fold(Protocol):
         ...
 
 
-def fold_function(fold: Fold) -> Callable:
-    """The applyInPandasWithState function: per key, events in offset order, one try each."""
+class UndecodableValue(ValueError):
+    """The event's value did not decode under the events topic's schema."""
+
+
+def _dead_letter_value(value: Any, raw: bytes | None) -> bytes | None:
+    """A typed event's dead-letter value: the bytes that did not decode, or the event as JSON."""
+    if value is None:
+        return raw
+    return json.dumps(value, sort_keys=True, default=str).encode()
+
+
+def fold_function(fold: Fold, typed: bool = False) -> Callable:
+    """The applyInPandasWithState function: per key, events in offset order, one try each.
+    ``typed``: the frames' ``value`` holds decoded values (dicts) and ``value_raw`` the
+    bytes of those that did not decode."""
 
     def run(key: tuple, frames: Iterator[Any], group_state: Any) -> Iterator[Any]:
         import pandas as pd
@@ -63,17 +82,22 @@ def fold_function(fold: Fold) -> Callable:
         frame = pd.concat(list(frames)).sort_values(["partition", "offset"], kind="stable")
         rows = []
         applied = None
-        for value, part, off in zip(frame["value"], frame["partition"], frame["offset"],
-                                    strict=True):
+        raws = frame["value_raw"] if typed else frame["value"]
+        for value, raw, part, off in zip(
+            frame["value"], raws, frame["partition"], frame["offset"], strict=True
+        ):
             if part == last[0] and off <= last[1]:
                 continue  # already folded in: a replay of records this state has seen
             try:
+                if typed and value is None and raw is not None:
+                    raise UndecodableValue("the value does not decode under the topic's schema")
                 if raw_key is None:
                     raise ValueError("event has no key")
                 event = fold.parse(raw_key, value)
                 new_state = fold.apply(state, event)
             except Exception as exc:  # noqa: BLE001 - any failure of one event is that event's
-                rows.append(("dead", raw_key, value, f"{type(exc).__name__}: {exc}", part, off))
+                payload = _dead_letter_value(value, raw) if typed else value
+                rows.append(("dead", raw_key, payload, f"{type(exc).__name__}: {exc}", part, off))
                 continue
             new_state["version"] = (state or {}).get("version", 0) + 1
             state, applied = new_state, (int(part), int(off))
@@ -97,6 +121,11 @@ class ProjectionConfig:
     checkpoint: str
     max_offsets_per_trigger: int | None = None
     write_dead_letters: bool = True
+    value_format: str | None = None  # avro, json, protobuf: events decoded (None: bytes)
+    schema_registry_url: str | None = None  # None: the registry the brokers serve
+
+    def typed(self) -> bool:
+        return bool(self.value_format)
 
     @property
     def sink_id(self) -> str:
@@ -117,15 +146,27 @@ def states_and_dead_letters(spark: SparkSession, fold: Fold, cfg: ProjectionConf
     )
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    events = reader.load().select("key", "value", "partition", "offset")
+    columns = ["key", "value", "partition", "offset"]
+    if cfg.typed():
+        # null mode: an event that does not decode is one dead letter, not a failed query.
+        reader = reader.option("valueFormat", cfg.value_format).option("decodeErrorMode", "null")
+        if cfg.schema_registry_url:
+            reader = reader.option("schemaRegistryUrl", cfg.schema_registry_url)
+        columns.insert(2, "value_raw")
+    events = reader.load().select(*columns)
     return events.groupBy("key").applyInPandasWithState(
-        fold_function(fold), OUTPUT_SCHEMA, STATE_SCHEMA, "update", GroupStateTimeout.NoTimeout
+        fold_function(fold, cfg.typed()),
+        OUTPUT_SCHEMA,
+        STATE_SCHEMA,
+        "update",
+        GroupStateTimeout.NoTimeout,
     )
 
 
 def _write_topic(df: DataFrame, cfg: ProjectionConfig, topic: str, sink: str, batch: int) -> None:
     (
-        df.write.format("chronik").mode("append")
+        df.write.format("chronik")
+        .mode("append")
         .option("kafka.bootstrap.servers", cfg.bootstrap)
         .option("topic", topic)
         .option("sinkId", f"{cfg.sink_id}-{sink}")
@@ -143,14 +184,21 @@ def write_micro_batch(fold: Fold, cfg: ProjectionConfig) -> Callable[[DataFrame,
             _write_topic(states.select("key", "value"), cfg, cfg.read_model_topic, "rm", batch_id)
             headers = F.array(
                 F.struct(F.lit("error").alias("key"), F.encode("error", "UTF-8").alias("value")),
-                F.struct(F.lit("source").alias("key"), F.encode(
-                    F.format_string("%s-%d@%d", F.lit(cfg.events_topic), "partition", "offset"),
-                    "UTF-8").alias("value")),
+                F.struct(
+                    F.lit("source").alias("key"),
+                    F.encode(
+                        F.format_string("%s-%d@%d", F.lit(cfg.events_topic), "partition", "offset"),
+                        "UTF-8",
+                    ).alias("value"),
+                ),
             )
             if cfg.write_dead_letters:
                 _write_topic(
                     dead.select("key", "value", headers.alias("headers")),
-                    cfg, cfg.dead_letter_topic, "dlq", batch_id,
+                    cfg,
+                    cfg.dead_letter_topic,
+                    "dlq",
+                    batch_id,
                 )
             parsed = states.select(
                 F.from_json(F.col("value").cast("string"), fold.read_model_schema).alias("s")
@@ -163,7 +211,10 @@ def write_micro_batch(fold: Fold, cfg: ProjectionConfig) -> Callable[[DataFrame,
 
 
 def start_projection(
-    spark: SparkSession, fold: Fold, cfg: ProjectionConfig, available_now: bool = False,
+    spark: SparkSession,
+    fold: Fold,
+    cfg: ProjectionConfig,
+    available_now: bool = False,
     processing_time: str = "2 seconds",
 ) -> StreamingQuery:
     writer = (
@@ -172,8 +223,10 @@ def start_projection(
         .option("checkpointLocation", cfg.checkpoint)
         .foreachBatch(write_micro_batch(fold, cfg))
     )
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
-        processingTime=processing_time
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=processing_time)
     )
     return writer.queryName(f"projection-{cfg.events_topic}").start()
 
@@ -194,11 +247,15 @@ def read_model_from_topic(
 ) -> DataFrame:
     """Each key's latest state from the read-model topic, as compaction would keep it."""
     records = (
-        spark.read.format("chronik").option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic).load()
+        spark.read.format("chronik")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
     )
     latest = Window.partitionBy("key").orderBy(F.col("offset").desc())
     return (
-        records.withColumn("_rank", F.row_number().over(latest)).where("_rank = 1")
-        .select(F.from_json(F.col("value").cast("string"), schema).alias("s")).select("s.*")
+        records.withColumn("_rank", F.row_number().over(latest))
+        .where("_rank = 1")
+        .select(F.from_json(F.col("value").cast("string"), schema).alias("s"))
+        .select("s.*")
     )
