@@ -357,12 +357,9 @@ class SchemaRegistryApi:
     async def _config(
         self, request: Request, rest: list[str], query: dict[str, str]
     ) -> tuple[int, Any, dict[str, str]]:
-        if len(rest) > 1:
-            raise _not_found()
-        subject = rest[0] if rest else None
+        subject = _scope(request, rest)
         reg = self.registry
         method = request.method
-        _allow(method, "GET", "PUT", "DELETE")
         if method == "GET":
             return 200, reg.config(subject, _flag(query, "defaultToGlobal")), {}
         if method == "DELETE":
@@ -376,12 +373,9 @@ class SchemaRegistryApi:
     async def _mode(
         self, request: Request, rest: list[str], query: dict[str, str]
     ) -> tuple[int, Any, dict[str, str]]:
-        if len(rest) > 1:
-            raise _not_found()
-        subject = rest[0] if rest else None
+        subject = _scope(request, rest)
         reg = self.registry
         method = request.method
-        _allow(method, "GET", "PUT", "DELETE")
         if method == "GET":
             return 200, {"mode": reg.mode(subject, _flag(query, "defaultToGlobal"))}, {}
         if method == "DELETE":
@@ -391,6 +385,14 @@ class SchemaRegistryApi:
         body = _body(request)
         mode = await reg.set_mode(subject, body.get("mode"), _flag(query, "force"))
         return 200, {"mode": mode}, {}
+
+
+def _scope(request: Request, rest: list[str]) -> str | None:
+    """The subject of a /config or /mode path (None: the global one)."""
+    if len(rest) > 1:
+        raise _not_found()
+    _allow(request.method, "GET", "PUT", "DELETE")
+    return rest[0] if rest else None
 
 
 def _json(body: Any) -> bytes:

@@ -77,8 +77,11 @@ class SchemaLog(Protocol):
         """The end of this broker's copy, committed or not; 0 without one."""
         ...
 
-    async def read(self, offset: int, end: int) -> list[tuple[bytes | None, bytes | None, int]]:
-        """(key, value, offset) of the records in [offset, end)."""
+    async def read(
+        self, offset: int, end: int
+    ) -> tuple[list[tuple[bytes | None, bytes | None, int]], int]:
+        """(key, value, offset) of the records in [offset, end), and the offset the read
+        reached (past offsets without a record: compacted away, control batches)."""
         ...
 
     async def append(self, records: list[Record], timeout: float) -> int:
@@ -196,10 +199,11 @@ class SchemaRegistry:
             before = self.state.next_offset
             while self.state.next_offset < limit:
                 start = self.state.next_offset
-                records = await self.log.read(start, limit)
+                records, reached = await self.log.read(start, limit)
                 for key, value, offset in records:
                     if offset >= self.state.next_offset:
                         self.state.apply(key, value, offset)
+                self.state.next_offset = max(self.state.next_offset, reached)
                 if self.state.next_offset <= start:
                     break
             if self.on_change is not None and self.state.next_offset != before:
@@ -324,13 +328,20 @@ class SchemaRegistry:
             raise errors.subject_not_found(subject)
         _, canonical = self._prepare(subject, schema_type, text, references, normalize)
         identity = (schema_type, canonical, references)
+        found = self._latest_with([e for e in entries if deleted or not e.deleted], identity)
+        if found is None:
+            raise errors.schema_not_found()
+        return Registered(subject, found[0].version, found[1])
+
+    def _latest_with(
+        self, entries: list[SubjectVersion], identity: tuple[str, str, tuple[Reference, ...]]
+    ) -> tuple[SubjectVersion, StoredSchema] | None:
+        """The latest of ``entries`` whose schema is ``identity``, with that schema."""
         for entry in reversed(entries):
-            if entry.deleted and not deleted:
-                continue
             stored = self.state.schemas.get(entry.schema_id)
             if stored is not None and stored.identity == identity:
-                return Registered(subject, entry.version, stored)
-        raise errors.schema_not_found()
+                return entry, stored
+        return None
 
     def list_schemas(self, prefix: str, deleted: bool, latest_only: bool) -> list[Registered]:
         out = []
@@ -461,12 +472,9 @@ class SchemaRegistry:
             entries = self.state.versions(subject, deleted=True)
             live = [e for e in entries if not e.deleted]
             if schema_id is None or mode != "IMPORT":
-                for entry in reversed(live):
-                    stored = self.state.schemas.get(entry.schema_id)
-                    if stored is not None and stored.identity == identity:
-                        if schema_id is not None and schema_id != stored.schema_id:
-                            break
-                        return [], (stored.schema_id, entry.version)
+                found = self._latest_with(live, identity)
+                if found is not None and schema_id in (None, found[1].schema_id):
+                    return [], (found[1].schema_id, found[0].version)
             existing = self.state.ids.get(identity)
             if mode == "IMPORT":
                 if schema_id is None:

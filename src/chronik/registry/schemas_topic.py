@@ -124,10 +124,12 @@ class SchemasTopic:
         plog = self._log()
         return 0 if plog is None else plog.end_offset
 
-    async def read(self, offset: int, end: int) -> list[tuple[bytes | None, bytes | None, int]]:
+    async def read(
+        self, offset: int, end: int
+    ) -> tuple[list[tuple[bytes | None, bytes | None, int]], int]:
         plog = self._log()
         if plog is None:
-            return []
+            return [], offset
         out: list[tuple[bytes | None, bytes | None, int]] = []
         offset = max(offset, plog.start_offset)
         while offset < end:
@@ -155,11 +157,7 @@ class SchemasTopic:
                 break
             # A long topic read at start must not stall the broker's other work.
             await asyncio.sleep(0)
-        if offset > 0:
-            # Offsets the read passed without a record (compacted away, a control batch)
-            # count as read: a record without a key marks how far.
-            out.append((None, None, min(offset, end) - 1))
-        return out
+        return out, min(offset, end)
 
     async def append(self, records: list[tuple[bytes, bytes | None]], timeout: float) -> int:
         plog = self._log()
