@@ -203,9 +203,11 @@ class ReplicaManager:
         if state.leader == self.node_id:
             if replica.role != LEADER or replica.leader_epoch != state.leader_epoch:
                 self._become_leader(replica, state)
-            elif state.zk_version > replica.isr_version:
-                replica.isr, replica.isr_version = state.isr, state.zk_version
-                self._maybe_advance_hw(replica)
+            else:
+                self._follow_assignment(replica)
+                if state.zk_version > replica.isr_version:
+                    replica.isr, replica.isr_version = state.isr, state.zk_version
+                    self._maybe_advance_hw(replica)
             return
         if (
             replica.role != FOLLOWER
@@ -214,6 +216,18 @@ class ReplicaManager:
         ):
             self._become_follower(replica, state)
         replica.isr, replica.isr_version = state.isr, state.zk_version
+
+    def _follow_assignment(self, replica: Replica) -> None:
+        """As leader: a reassignment added replicas (they fetch from now on, out of the
+        ISR until caught up) or removed them (their fetches count no more)."""
+        wanted = {b for b in replica.assigned if b != self.node_id}
+        if wanted == replica.followers.keys():
+            return
+        for broker in [b for b in replica.followers if b not in wanted]:
+            del replica.followers[broker]
+        for broker in wanted - replica.followers.keys():
+            replica.followers[broker] = FollowerState(last_caught_up_ms=0)
+        self._maybe_advance_hw(replica)
 
     def _become_leader(self, replica: Replica, state: PartitionState) -> None:
         plog = replica.log
