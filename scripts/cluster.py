@@ -302,7 +302,8 @@ class Supervisor:
             f"  zkCli.sh -server {self.zk_connect} ls /brokers/ids   "
             "(Debian: /usr/share/zookeeper/bin/zkCli.sh)",
             "Kill, stop and start a broker from another terminal (a killed broker's "
-            f"partitions fail over within {SESSION_TIMEOUT_MS // 1000} s):",
+            f"partitions fail over after about {SESSION_TIMEOUT_MS // 1000} s, the ZooKeeper "
+            "session timeout):",
             *(f"  {c.ljust(width)}{what}" for c, what in commands),
         ]
         if self.command.format("").endswith("cluster.py"):
