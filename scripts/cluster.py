@@ -124,12 +124,13 @@ class Supervisor:
         self.greeted = False
         script = shown_path(Path(__file__).resolve())
         python = shown_path(Path(sys.executable).absolute())
-        dir_option = (f" --dir {shlex.quote(shown_path(self.base))}"
-                      if self.base != DEFAULT_DIR.resolve() else "")
-        self.command = f"{shlex.quote(python)} {shlex.quote(script)}{{}}{dir_option}"
+        self.command = f"{shlex.quote(python)} {shlex.quote(script)}"
+        self.dir_option = (f" --dir {shlex.quote(shown_path(self.base))}"
+                           if self.base != DEFAULT_DIR.resolve() else "")
 
     def hint(self, action: str) -> str:
-        return self.command.format(f" {action}")
+        """The command that does `action` to this cluster from another terminal."""
+        return f"{self.command} {action}{self.dir_option}"
 
     def broker(self, n: int) -> Broker:
         if n not in self.brokers:
@@ -306,7 +307,7 @@ class Supervisor:
             "session timeout):",
             *(f"  {c.ljust(width)}{what}" for c, what in commands),
         ]
-        if self.command.format("").endswith("cluster.py"):
+        if not self.dir_option:
             lines.append(f"  (or: make cluster-broker N={last} ACTION=kill)")
         if kept:
             lines.append(
