@@ -12,6 +12,8 @@ cancelled midway goes back to its original replicas and the copy made is deleted
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +32,10 @@ from .helpers import (
     sample_records,
 )
 from .helpers import topic_name as unique_topic
+from .java_support import JAVA_TIMEOUT, compile_java, needs_java
 from .replication_support import converged, frozen, isr
+
+JAVA_SOURCE = Path(__file__).resolve().parents[1] / "compat" / "java" / "Reassign.java"
 
 pytestmark = pytest.mark.slow
 
@@ -210,5 +215,53 @@ def test_reassignment_survives_kills_and_a_cancel_rolls_back(cluster_factory) ->
                "broker 1's copy of partition 0 deleted")
     wait_until(lambda: not cluster.partition_dir(4, topic, 1).exists(),
                "broker 4's copy of the cancelled partition deleted")
+    got = confluent_read(cluster.bootstrap, topic, 2, len(records))
+    assert sorted(g.value for g in got) == sorted(r.value for r in records)
+
+
+@needs_java
+def test_kafkas_java_admin_reassigns_and_lists(cluster_factory, tmp_path) -> None:
+    """Java kafka-clients' Admin.alterPartitionReassignments and
+    listPartitionReassignments, against a reassignment held up by a frozen broker."""
+    classpath = compile_java(tmp_path / "classes", JAVA_SOURCE)
+
+    def java(*args: str) -> list[list[str]]:
+        proc = subprocess.run(
+            ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", classpath, "Reassign",
+             *args],
+            capture_output=True, timeout=JAVA_TIMEOUT,
+        )
+        assert proc.returncode == 0, proc.stderr.decode()[-4000:]
+        return [line.split("\t") for line in proc.stdout.decode().splitlines()]
+
+    cluster = cluster_factory(3)
+    if cluster.controller_id() == 3:
+        cluster.stop(3)
+        cluster.start(3)
+    topic = unique_topic("java")
+    create(cluster, topic, [[1, 2], [2, 1]])
+    records = sample_records(500, seed=3)
+    confluent_produce(cluster.bootstrap, topic, records, acks="all")
+    with frozen(cluster, 3):
+        out = java("alter", cluster.bootstrap, f"{topic}:1=2,1,3", f"{topic}:5=1,2")
+        results = {(r[1], int(r[2])): r[3] for r in out if r[0] == "result"}
+        assert results[(topic, 1)] == "ok"
+        assert results[(topic, 5)] == "UnknownTopicOrPartitionException"
+        listed = {(r[1], int(r[2])): r[3:] for r in java("list", cluster.bootstrap)
+                  if r[0] == "ongoing"}
+        assert listed[(topic, 1)] == ["2,1,3", "3", ""]
+        out = java("alter", cluster.bootstrap, f"{topic}:0=1,3", f"{topic}:1=cancel")
+        assert {(r[1], int(r[2])): r[3] for r in out if r[0] == "result"} == {
+            (topic, 0): "ok", (topic, 1): "ok"
+        }
+        assert wait_until(lambda: cluster.assignment(topic)[1] == [2, 1], "the cancel")
+        out = java("alter", cluster.bootstrap, f"{topic}:1=cancel", f"{topic}:0=1,1")
+        assert {(r[1], int(r[2])): r[3] for r in out if r[0] == "result"} == {
+            (topic, 1): "NoReassignmentInProgressException",
+            (topic, 0): "InvalidReplicaAssignmentException",
+        }
+    settled(cluster, topic, {0: [1, 3], 1: [2, 1]})
+    assert [r for r in java("list", cluster.bootstrap) if r[0] == "ongoing"] == []
+    converged(cluster, topic, 2)
     got = confluent_read(cluster.bootstrap, topic, 2, len(records))
     assert sorted(g.value for g in got) == sorted(r.value for r in records)
