@@ -466,4 +466,4 @@ def test_an_incremental_session_answers_what_full_fetches_would(
                 assert incremental.offsets[p] == full.offsets[p]
                 assert incremental.seen.get(p) == full.seen.get(p)
                 assert incremental.received.get(p) == full.received.get(p)
-    assert cache.partitions == sum(len(s.partitions) for s in cache._sessions.values())
+    assert cache.partitions == sum(len(s.partitions) for s in cache.sessions())

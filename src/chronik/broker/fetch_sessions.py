@@ -309,6 +309,9 @@ class FetchSessionCache:
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
 
+    def sessions(self) -> list[FetchSession]:
+        return list(self._sessions.values())
+
     def new_context(self, version: int, request: Any, follower: bool) -> FetchContext:
         uses_ids = version >= 13
         if version < 7:
