@@ -5,8 +5,15 @@ within the request's max_bytes and the broker's fetch.max.bytes, and within each
 partition's partition_max_bytes; only the first batch of the first partition with
 data may exceed them (KIP-74), so a consumer always progresses. A fetch with fewer
 than min_bytes available waits up to max_wait_ms, woken early by appends.
-Fetch sessions (KIP-227) are not kept: every response carries session id 0,
-which tells clients to send full fetch requests.
+Fetch sessions (KIP-227), from v7, as Kafka's FetchManager keeps them
+(chronik.broker.fetch_sessions): a full fetch at session_epoch 0 opens a session when
+the cache has room (max.incremental.fetch.session.cache.slots) and answers its id; an
+incremental one (its id, the next epoch) names only the partitions added or changed and
+those to forget (by name v7-12, by topic id v13+), reads every partition of the
+session, and answers only those with records, a changed high watermark, last stable
+offset or log start offset, or an error. An unknown session answers
+FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH, a session used
+across v13 FETCH_SESSION_TOPIC_ID_ERROR; epoch -1 (and v4-6) is sessionless.
 
 Consumers read only below the high watermark; with isolation_level=1 (read_committed)
 only below the last stable offset, and each partition answers the aborted transactions
@@ -25,7 +32,8 @@ A consumer's response counts against its consumer_byte_rate quota, if one applie
 (chronik.broker.quota_manager), as Kafka's: the fetch size is capped to what the quota's window
 span may carry, and a response that takes the rate over the quota is answered empty (and
 not counted) with the throttle time, the connection not read until it has passed
-(KIP-219; before Fetch v8 the response itself waits that long).
+(KIP-219; before Fetch v8 the response itself waits that long). A throttled answer
+leaves the fetch session as it was (and a full fetch opens none), as Kafka's does.
 """
 
 from __future__ import annotations
