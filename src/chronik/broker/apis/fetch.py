@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
+from uuid import UUID
 
 from chronik.broker.context import RequestContext
 from chronik.broker.fetch_sessions import TopicKey, Wanted
@@ -58,16 +59,15 @@ VERSIONS = (4, 16)
 
 def _resolve(ctx: RequestContext, key: TopicKey) -> tuple[Any, str, Any]:
     """The topic a fetch names: by name before v13, by id from v13."""
-    if ctx.api_version >= 13:
-        topic_id = key
+    if isinstance(key, UUID):
         cluster = ctx.services.cluster
         if cluster is not None:
-            view = cluster.view.topic_by_id(topic_id)
+            view = cluster.view.topic_by_id(key)
             name = view.name if view is not None else ""
-            return ctx.services.catalog.get(name), name, topic_id
-        topic = topic_by_id(ctx.services, topic_id)  # type: ignore[arg-type]
-        return topic, (topic.name if topic else ""), topic_id
-    topic = ctx.services.catalog.get(key)  # type: ignore[arg-type]
+            return ctx.services.catalog.get(name), name, key
+        topic = topic_by_id(ctx.services, key)
+        return topic, (topic.name if topic else ""), key
+    topic = ctx.services.catalog.get(key)
     return topic, key, (topic.topic_id if topic else None)
 
 
