@@ -161,6 +161,7 @@ class Metrics:
         self._render_transactions(lines, family)
         self._render_cluster(lines, family)
         self._render_replication(lines, family)
+        self._render_fetch_sessions(lines, family)
         self._render_quotas(lines, family)
         self._render_registry(lines, family)
         return "\n".join(lines) + "\n"
@@ -230,6 +231,23 @@ class Metrics:
         for (name, kind, text), value in zip(metrics, values, strict=True):
             family(name, kind, text)  # type: ignore[operator]
             lines.append(f"{name} {int(value)}")
+
+    def _render_fetch_sessions(self, lines: list[str], family: object) -> None:
+        """Kafka's FetchSessionCache figures (KIP-227)."""
+        cache = self.broker.fetch_sessions
+        metrics = (
+            ("chronik_fetch_sessions", "gauge", "Fetch sessions kept (Kafka's "
+             "NumIncrementalFetchSessions).", len(cache)),
+            ("chronik_fetch_session_partitions", "gauge", "Partitions held by all fetch "
+             "sessions (Kafka's NumIncrementalFetchPartitionsCached).", cache.partitions),
+            ("chronik_fetch_session_evictions_total", "counter", "Fetch sessions evicted or "
+             "expired (Kafka's IncrementalFetchSessionEvictionsPerSec).", cache.evictions),
+            ("chronik_incremental_fetches_total", "counter", "Fetch requests served "
+             "incrementally, within a fetch session.", cache.incremental_fetches),
+        )
+        for name, kind, text, value in metrics:
+            family(name, kind, text)  # type: ignore[operator]
+            lines.append(f"{name} {value}")
 
     def _render_quotas(self, lines: list[str], family: object) -> None:
         """Client quota throttling, by Kafka's quota type (Produce, Fetch)."""
