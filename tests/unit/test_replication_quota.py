@@ -283,3 +283,28 @@ def test_the_follower_leaves_out_only_out_of_sync_throttled_partitions() -> None
     quotas.follower_received("u", 0, b"a" * 40)
     quotas.follower_received("t", 1, None)
     assert quotas.follower.bytes_total == 10_000 + 30
+
+
+def test_metrics_show_each_sides_throttled_bytes_and_rate() -> None:
+    from chronik.broker.metrics import Metrics
+
+    quotas = ReplicationQuotas(1)
+    quotas.leader.record(3000)
+    quotas.follower.held_total = 2
+    replicas = SimpleNamespace(
+        under_replicated=lambda: 0, isr_shrinks=0, isr_expands=0, max_lag=lambda: 0,
+        quotas=quotas,
+    )
+    lines: list[str] = []
+    kinds: dict[str, str] = {}
+    Metrics(SimpleNamespace(cluster=SimpleNamespace(replicas=replicas)))._render_replication(
+        lines, lambda name, kind, text: kinds.__setitem__(name, kind)
+    )
+    values = dict(line.split(" ") for line in lines)
+    leader, follower = '{type="LeaderReplication"}', '{type="FollowerReplication"}'
+    assert values["chronik_replication_throttled_bytes_total" + leader] == "3000"
+    assert values["chronik_replication_throttled_bytes_total" + follower] == "0"
+    assert float(values["chronik_replication_throttled_byte_rate" + leader]) == 3000.0
+    assert values["chronik_replication_throttled_held_total" + follower] == "2"
+    assert kinds["chronik_replication_throttled_byte_rate"] == "gauge"
+    assert kinds["chronik_replication_throttled_bytes_total"] == "counter"
