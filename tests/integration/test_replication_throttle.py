@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from .cluster_support import Cluster, wait_until
 from .replica_check import log_end_offset
@@ -32,21 +32,24 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 def alter(cluster: Cluster, via: int, kind: ConfigResource.Type, name: str,
           configs: dict[str, str | None]) -> None:
-    """SET each config with a value, DELETE each with None."""
+    """SET each config with a value, DELETE each with None, through broker ``via``. A
+    client of its own each time: one that saw a broker leave the metadata waits for it
+    by id until its metadata lists it again, which an idle admin client does not ask for."""
+    admin = AdminClient({"bootstrap.servers": cluster.broker(via).bootstrap})
     entries = [
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) if v is not None
         else ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE)
         for k, v in configs.items()
     ]
     resource = ConfigResource(kind, name, incremental_configs=entries)
-    for future in cluster.admin(via).incremental_alter_configs([resource]).values():
+    for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
 
 
-def set_rates(cluster: Cluster, via: int, brokers: list[int], rate: int | None) -> None:
+def set_rates(cluster: Cluster, brokers: list[int], rate: int | None) -> None:
     value = None if rate is None else str(rate)
     for b in brokers:
-        alter(cluster, via, ConfigResource.Type.BROKER, str(b),
+        alter(cluster, b, ConfigResource.Type.BROKER, str(b),
               {LEADER_RATE: value, FOLLOWER_RATE: value})
 
 
@@ -92,7 +95,7 @@ def test_a_returning_follower_catches_up_at_the_throttled_rate(cluster_factory) 
     follower = next(b for b in cluster.ids if b not in (leader, controller))
     other = next(b for b in cluster.ids if b not in (leader, follower))
     # The rates first, on every broker (the follower's own is set while it is up).
-    set_rates(cluster, leader, cluster.ids, THROTTLE)
+    set_rates(cluster, cluster.ids, THROTTLE)
 
     cluster.stop(follower)
     wait_until(lambda: follower not in isr(cluster, topic, 0), "the follower out of the ISR")
@@ -131,7 +134,7 @@ def test_a_returning_follower_catches_up_at_the_throttled_rate(cluster_factory) 
     wait_until(lambda: log_bytes(directory) >= target, "the follower caught up", 60, 0.05)
     fast = rest / (time.monotonic() - removed)
     assert fast >= 2.5 * THROTTLE, f"{fast / MB:.2f} MB/s unthrottled, {rest / MB:.1f} MB"
-    set_rates(cluster, leader, cluster.ids, None)
+    set_rates(cluster, cluster.ids, None)
     wait_full_isr(cluster, topic, 1)
     assert log_end_offset(directory) == log_end_offset(cluster.partition_dir(leader, topic, 0))
 
@@ -142,7 +145,7 @@ def test_a_follower_in_the_isr_is_never_throttled(cluster_factory) -> None:
     create_replicated_topic(cluster, topic, 1)
     leader = int(cluster.partition_state(topic, 0)["leader"])
     slow = MB // 2
-    set_rates(cluster, leader, cluster.ids, slow)
+    set_rates(cluster, cluster.ids, slow)
     alter(cluster, leader, ConfigResource.Type.TOPIC, topic,
           {LEADER_REPLICAS: "*", FOLLOWER_REPLICAS: "*"})
     total = 12 * MB

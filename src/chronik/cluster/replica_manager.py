@@ -121,13 +121,15 @@ class ReplicaManager:
         self._isr_news_flush: asyncio.TimerHandle | None = None
         self._retry: asyncio.TimerHandle | None = None
         self._failed_roles: set[tuple[str, int]] = set()  # logged once until taken up
-        # Replication throttles: their settings come with the view.
+        # Replication throttles: their settings come with the view (from start()).
         self.quotas = ReplicationQuotas(self.node_id)
-        node.view.subscribe(lambda: self.quotas.follow(node.view))
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        view = self.node.view
+        self.quotas.follow(view)
+        view.subscribe(lambda: self.quotas.follow(view))
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_checks())
 
     async def stop(self) -> None:

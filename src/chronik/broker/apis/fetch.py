@@ -166,8 +166,8 @@ def _read_all(
             min_one = total == 0
             stop = end if upto is None else min(upto, end)
             # A replication throttle (chronik.cluster.replication_quota) may hold it back.
-            held = replicas is not None and replica_id >= 0 and replicas.leader_throttled(
-                name, index, replica_id)
+            held = replicas is not None and replica_id >= 0 and offset < stop and (
+                replicas.leader_throttled(name, index, replica_id))
             if offset < stop and (remaining > 0 or min_one) and not held:
                 limit = min(fp.partition_max_bytes, remaining)
                 if stop < end:
