@@ -1,8 +1,9 @@
 """Replication throttles on a real 3-broker cluster, set as Kafka's reassignment tool sets
 them, through the Kafka protocol (confluent-kafka's AdminClient.incremental_alter_configs
 on BROKER and TOPIC resources): a follower catching up after a restart does so at the
-throttle's rate, at full speed once the throttle is removed (without a restart), and a
-follower in the ISR is never held back."""
+throttle's rate, at full speed once the throttle is removed (without a restart); a
+replica added by a reassignment copies at the throttle's rate; a follower in the ISR is
+never held back."""
 
 from __future__ import annotations
 
@@ -12,9 +13,16 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from .cluster_support import Cluster, wait_until
+from .helpers import RawClient, code, nested, req
 from .replica_check import log_end_offset
 from .replication_support import create_replicated_topic, isr, wait_full_isr
 
@@ -86,6 +94,24 @@ def log_bytes(partition_dir: Path) -> int:
     return sum(p.stat().st_size for p in partition_dir.glob("*.log"))
 
 
+def throttled_rate(directory: Path, target: int) -> float:
+    """The replica's catch-up rate (bytes/s) from when it holds more than a new quota
+    window's first burst (a window's worth and a fetch) to when it holds 60% of
+    ``target``."""
+    samples: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        size = log_bytes(directory) if directory.exists() else 0
+        samples.append((time.monotonic(), size))
+        if size >= target * 0.6:
+            break
+        time.sleep(0.1)
+    measured = [(t, b) for t, b in samples if b >= 6 * MB]
+    assert len(measured) >= 2, samples[-5:]
+    (t0, b0), (t1, b1) = measured[0], measured[-1]
+    return (b1 - b0) / (t1 - t0)
+
+
 def test_a_returning_follower_catches_up_at_the_throttled_rate(cluster_factory) -> None:
     cluster: Cluster = cluster_factory(3)
     topic = "throttled"
@@ -110,19 +136,7 @@ def test_a_returning_follower_catches_up_at_the_throttled_rate(cluster_factory) 
 
     cluster.broker(follower).start()
     directory = cluster.partition_dir(follower, topic, 0)
-    samples: list[tuple[float, int]] = []
-    deadline = time.monotonic() + 120
-    # Past the first burst a new quota window allows (a window's worth and one fetch).
-    while time.monotonic() < deadline:
-        size = log_bytes(directory) if directory.exists() else 0
-        samples.append((time.monotonic(), size))
-        if size >= target * 0.6:
-            break
-        time.sleep(0.1)
-    measured = [(t, b) for t, b in samples if b >= 6 * MB]
-    assert len(measured) >= 2, samples[-5:]
-    (t0, b0), (t1, b1) = measured[0], measured[-1]
-    rate = (b1 - b0) / (t1 - t0)
+    rate = throttled_rate(directory, target)
     assert 0.7 * THROTTLE <= rate <= 1.3 * THROTTLE, f"{rate / MB:.2f} MB/s throttled"
 
     # The lists removed (as --verify does once the move is done), on the running brokers:
@@ -153,3 +167,37 @@ def test_a_follower_in_the_isr_is_never_throttled(cluster_factory) -> None:
     elapsed = produce(cluster.broker(leader).bootstrap, topic, total)
     assert elapsed < total / slow / 3, f"{elapsed:.1f} s for {total // MB} MB"
     assert sorted(isr(cluster, topic, 0)) == cluster.ids
+
+
+def test_a_replica_added_by_a_reassignment_copies_at_the_throttled_rate(cluster_factory) -> None:
+    """What the reassignment tool does with --throttle: the rates on the brokers, the
+    existing replicas in the leader list, the new one in the follower list; then
+    AlterPartitionReassignments adds the replica, which copies the log under the throttle
+    and joins the ISR, and the reassignment completes."""
+    cluster: Cluster = cluster_factory(3)
+    topic = "moving"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])
+    futures[topic].result(timeout=60)
+    cluster.wait_topic(topic, 1)
+    wait_until(lambda: sorted(isr(cluster, topic, 0)) == [1, 2], "the ISR full")
+    produce(cluster.bootstrap, topic, BACKLOG * 3 // 4)
+    leader = int(cluster.partition_state(topic, 0)["leader"])
+    target = log_bytes(cluster.partition_dir(leader, topic, 0))
+    set_rates(cluster, cluster.ids, THROTTLE)
+    alter(cluster, 1, ConfigResource.Type.TOPIC, topic, {
+        LEADER_REPLICAS: "0:1,0:2", FOLLOWER_REPLICAS: "0:3",
+    })
+
+    with RawClient(cluster.broker(cluster.controller_id()).bootstrap) as raw:
+        response = raw.request(req(45, 0, topics=(nested(
+            45, 0, "ReassignableTopic", name=topic,
+            partitions=(nested(45, 0, "ReassignablePartition", partition_index=0,
+                               replicas=(1, 2, 3)),),
+        ),)))
+    assert [code(p.error_code) for t in response.responses for p in t.partitions] == [0]
+    rate = throttled_rate(cluster.partition_dir(3, topic, 0), target)
+    assert 0.7 * THROTTLE <= rate <= 1.3 * THROTTLE, f"{rate / MB:.2f} MB/s throttled"
+    wait_until(lambda: cluster.assignment(topic) == {0: [1, 2, 3]}
+               and sorted(isr(cluster, topic, 0)) == [1, 2, 3],
+               "the reassignment done", timeout=60)
