@@ -3,7 +3,9 @@ Kafka's own Fetch request (replica_id = this broker's id; Fetch v11, whose field
 all a follower needs), as Kafka's ReplicaFetcherThread does. num.replica.fetchers of them
 share a leader's partitions. Each keeps a fetch session with its leader (KIP-227,
 chronik.cluster.fetch_session_handler): after the first full fetch it sends only the
-partitions whose position changed, and is answered only those with news.
+partitions whose position changed, and is answered only those with news. Partitions
+under a follower replication throttle are left out of a fetch while the throttle's rate
+is over (chronik.cluster.replication_quota).
 
 Before the first fetch of a partition under a new leader epoch the follower asks the
 leader, with OffsetForLeaderEpoch (KIP-101/279), where its own latest epoch ends on the
@@ -79,6 +81,7 @@ class ReplicaFetcher:
     # -- the loop --------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        quotas = self.manager.quotas
         while not self._stopping:
             replicas = [
                 r for r in self.manager.fetch_set(self.leader_id, self.index)
@@ -98,8 +101,13 @@ class ReplicaFetcher:
                 if truncating:
                     await self._truncate(client, truncating)
                 ready = [r for r in replicas if not r.needs_truncation and not r.log.key_floor]
+                held = quotas.follower_held(ready)  # a follower replication throttle
+                ready = [r for r in ready if r.key not in held]
                 if ready:
                     await self._fetch(client, ready)
+                elif held:
+                    pause = min(quotas.follower.delay(), self.backoff or 0.1)
+                    await self.manager.wait_changed(pause)
                 if self._failing:
                     self._failing = False
                     log.info("fetching from broker %d again", self.leader_id)
@@ -304,3 +312,5 @@ class ReplicaFetcher:
                     int(part.log_start_offset),
                     now,
                 )
+                self.manager.quotas.follower_received(replica.topic, replica.partition,
+                                                      part.records)

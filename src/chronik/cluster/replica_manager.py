@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from chronik.cluster import znodes
+from chronik.cluster.replication_quota import ReplicationQuotas
 from chronik.cluster.znodes import PartitionState
 from chronik.protocol import errors
 from chronik.storage.errors import KafkaStorageError
@@ -120,10 +121,15 @@ class ReplicaManager:
         self._isr_news_flush: asyncio.TimerHandle | None = None
         self._retry: asyncio.TimerHandle | None = None
         self._failed_roles: set[tuple[str, int]] = set()  # logged once until taken up
+        # Replication throttles: their settings come with the view (from start()).
+        self.quotas = ReplicationQuotas(self.node_id)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        view = self.node.view
+        self.quotas.follow(view)
+        view.subscribe(lambda: self.quotas.follow(view))
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_checks())
 
     async def stop(self) -> None:
@@ -460,6 +466,12 @@ class ReplicaManager:
             self._propose_isr(replica, (*replica.isr, replica_id))
         self._maybe_advance_hw(replica)
         return errors.NONE
+
+    def leader_throttled(self, topic: str, partition: int, replica_id: int) -> bool:
+        """A follower's fetch gets no records of this partition now (its throttle)."""
+        return self.quotas.leader_holds_back(
+            self.replicas.get((topic, partition)), topic, partition, replica_id
+        )
 
     def _may_join_isr(self, replica: Replica, broker: int, follower: FollowerState) -> bool:
         if replica.resigning:

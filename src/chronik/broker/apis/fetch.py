@@ -21,7 +21,8 @@ of the range it may return (KIP-98), from the segments' transaction indexes.
 In a cluster the high watermark is the in-sync replicas'. A fetch with a replica id
 (v4-14 replica_id, v15+ replica_state) is a follower's: it tells the leader the
 follower's log end offset (chronik.cluster.replica_manager) and reads up to the leader's
-log end.
+log end; a partition under a leader replication throttle gets no records while the throttle's
+rate is over (chronik.cluster.replication_quota).
 
 Authorization as Kafka's KafkaApis: a consumer needs READ on each Topic (else its
 partitions answer TOPIC_AUTHORIZATION_FAILED with no records, the others are served); a
@@ -177,7 +178,10 @@ def _read_all(
             # partition with data may go over the request's and the partition's limits.
             min_one = total == 0
             stop = end if upto is None else min(upto, end)
-            if offset < stop and (remaining > 0 or min_one):
+            # A replication throttle (chronik.cluster.replication_quota) may hold it back.
+            held = replicas is not None and replica_id >= 0 and offset < stop and (
+                replicas.leader_throttled(name, index, replica_id))
+            if offset < stop and (remaining > 0 or min_one) and not held:
                 limit = min(fp.partition_max_bytes, remaining)
                 if stop < end:
                     records = plog.read(offset, limit, min_one=min_one, max_offset=stop)
@@ -245,6 +249,8 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
         ):
             break
         await broker.wait_for_append(logs, remaining)
+    if replica_id >= 0 and broker.cluster is not None:
+        broker.cluster.replicas.quotas.leader_sent(read)
     # Sized first without touching the session: a throttled answer leaves it as it was.
     code, session_id, topics = context.response(read, not limited)
     response = encode_fetch_response(version, topics, code, session_id)
