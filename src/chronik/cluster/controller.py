@@ -11,7 +11,8 @@ office) cannot overwrite its successor's decisions.
 Leader election is Kafka's clean election: the first replica, in assignment order, that
 is alive and in the ISR. With none, the partition goes offline (leader -1) and keeps its
 ISR, so the broker that had it leads it again when it returns and nothing acknowledged
-is lost.
+is lost. A broker in controlled shutdown is neither elected nor kept in an ISR another
+live member holds (chronik.cluster.controlled_shutdown).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
-from chronik.cluster import znodes
+from chronik.cluster import controlled_shutdown, znodes
+from chronik.cluster.controlled_shutdown import ShuttingDown
 from chronik.cluster.session import ZkSession
 from chronik.cluster.view import ClusterView, TopicView
 from chronik.cluster.znodes import PartitionState
@@ -40,6 +42,8 @@ log = logging.getLogger("chronik.cluster.controller")
 WRITE_CHUNK = 100
 RETRY_SECONDS = 0.5
 MAX_RETRY_SECONDS = 5.0
+# Writes of a controlled shutdown's states tried before it answers with what remains.
+SHUTDOWN_WRITE_ATTEMPTS = 5
 
 
 _ELECTION_NAMES = {0: "preferred", 1: "unclean"}
@@ -142,6 +146,8 @@ class Controller:
         # States this controller wrote that its view may not have read back yet, keyed by
         # (topic id, partition): the next pass starts from them, not from older news.
         self._written: dict[tuple[object, int], PartitionState] = {}
+        # Brokers in controlled shutdown (chronik.cluster.controlled_shutdown).
+        self.shutting_down = ShuttingDown()
 
     # -- office ---------------------------------------------------------------------
 
@@ -194,6 +200,7 @@ class Controller:
         if not self.active:
             return
         self.active = False
+        self.shutting_down.clear()
         log.info("broker %d is no longer the controller: %s", self.node_id, why)
         for task in (self._task, self._rebalancer):
             if task is not None:
@@ -262,6 +269,7 @@ class Controller:
             await self.session.run(self._delete_topic, name)
             log.info("controller: deleted topic %s", name)
         live = set(self.view.brokers)
+        self.shutting_down.prune(self.view.brokers)
         writes: list[tuple[TopicView, int, PartitionState, bool]] = []
         moved: dict[tuple[int, int], list[str]] = {}
         current = {(t.assignment.topic_id, p) for t in self.view.topics.values()
@@ -274,7 +282,9 @@ class Controller:
             unclean = self._unclean(topic)
             for partition, replicas in sorted(topic.assignment.replicas.items()):
                 old = self._current(topic, partition)
-                new = elect(replicas, old, live, self.epoch, unclean)
+                new = controlled_shutdown.elect_around(
+                    elect, replicas, old, live, self.shutting_down, self.epoch, unclean
+                )
                 if new is not None:
                     writes.append((topic, partition, new, old is None))
                     if old is not None and old.leader != new.leader:
@@ -316,7 +326,7 @@ class Controller:
                 (t.name, p) for t in self.view.topics.values() if t.name not in self.view.deleting
                 for p in sorted(t.assignment.replicas)
             ]
-        live = set(self.view.brokers)
+        live = set(self.view.brokers) - set(self.shutting_down)
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
         writes: list[tuple[TopicView, int, PartitionState, bool]] = []
         for name, partition in partitions:
@@ -352,6 +362,26 @@ class Controller:
                      topic.name, partition, state.leader)
         return results
 
+    async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Kafka's ControlledShutdown on the controller (chronik.cluster.controlled_shutdown):
+        the partitions ``broker`` still leads once the others are handed on."""
+        if not self.active:
+            raise NotController()
+        self.shutting_down.admit(self.view.brokers, broker, broker_epoch)
+        before = controlled_shutdown.snapshot(self.view, self._current, broker)
+        for _ in range(SHUTDOWN_WRITE_ATTEMPTS):
+            writes = controlled_shutdown.plan(self.view, self._current, self.shutting_down,
+                                              broker, elect, self.epoch, self._unclean)
+            try:
+                await self._write(writes)
+                break
+            except StaleView:  # a leader changed an ISR meanwhile: planned again from it
+                await asyncio.sleep(RETRY_SECONDS / 10)
+        remaining = controlled_shutdown.still_led(self.view, self._current, broker)
+        after = controlled_shutdown.snapshot(self.view, self._current, broker)
+        controlled_shutdown.report(broker, before, after, remaining)
+        return remaining
+
     async def _rebalance_loop(self) -> None:
         assert self.rebalance_interval is not None
         while self.active:
@@ -367,7 +397,7 @@ class Controller:
         """Partitions to hand back to their preferred leader: those of every broker whose
         share of not-led preferred partitions is over leader.imbalance.per.broker.percentage
         (Kafka's checkAndTriggerAutoLeaderRebalance)."""
-        live = set(self.view.brokers)
+        live = set(self.view.brokers) - set(self.shutting_down)
         preferred: dict[int, list[tuple[str, int, bool]]] = {}
         for topic in self.view.topics.values():
             if topic.name in self.view.deleting:
