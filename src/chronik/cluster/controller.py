@@ -326,7 +326,7 @@ class Controller:
                 (t.name, p) for t in self.view.topics.values() if t.name not in self.view.deleting
                 for p in sorted(t.assignment.replicas)
             ]
-        live = set(self.view.brokers) - set(self.shutting_down)
+        live = set(self.view.brokers)
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
         writes: list[tuple[TopicView, int, PartitionState, bool]] = []
         for name, partition in partitions:
@@ -341,11 +341,14 @@ class Controller:
             state = self._current(topic, partition)
             new: PartitionState | None = None
             if election_type == 0:
-                code, new = elect_preferred(replicas, state, live, self.epoch)
+                code, new = elect_preferred(replicas, state, live - set(self.shutting_down),
+                                            self.epoch)
             elif state is not None and state.leader in live:
                 code = errors.ELECTION_NOT_NEEDED
             else:
-                new = elect(replicas, state, live, self.epoch, unclean=True)
+                new = controlled_shutdown.elect_around(
+                    elect, replicas, state, live, self.shutting_down, self.epoch, True
+                )
                 code = errors.NONE if new is not None and new.leader >= 0 else (
                     errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 )
