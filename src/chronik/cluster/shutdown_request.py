@@ -44,7 +44,7 @@ log = logging.getLogger("chronik.cluster")
 API_KEY = 7
 VERSION = 3
 # The controller's answer to one attempt (it writes a few ZooKeeper transactions).
-REQUEST_TIMEOUT = 15.0
+REQUEST_TIMEOUT = 10.0
 # Once the leadership is handed on: how long this broker waits to see it in its view.
 VIEW_WAIT_SECONDS = 5.0
 VIEW_POLL_SECONDS = 0.01

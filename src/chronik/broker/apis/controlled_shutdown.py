@@ -33,7 +33,7 @@ log = logging.getLogger("chronik.controlled_shutdown")
 API_KEY = 7
 VERSIONS = (0, 3)
 # Under the asking broker's own wait (chronik.cluster.shutdown_request.REQUEST_TIMEOUT).
-TIMEOUT_SECONDS = 10.0
+TIMEOUT_SECONDS = 8.0
 
 
 async def _remaining(ctx: RequestContext, broker_id: int, epoch: int) -> tuple[int, list]:
