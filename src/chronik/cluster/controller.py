@@ -16,7 +16,8 @@ The reassignments in progress live in ZooKeeper, so a new controller takes them 
 Leader election is Kafka's clean election: the first replica, in assignment order, that
 is alive and in the ISR. With none, the partition goes offline (leader -1) and keeps its
 ISR, so the broker that had it leads it again when it returns and nothing acknowledged
-is lost.
+is lost. A broker in controlled shutdown is neither elected nor kept in an ISR another
+live member holds (chronik.cluster.controlled_shutdown).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
-from chronik.cluster import reassignment, znodes
+from chronik.cluster import controlled_shutdown, reassignment, znodes
+from chronik.cluster.controlled_shutdown import ShuttingDown
 from chronik.cluster.reassignment import Refused
 from chronik.cluster.session import ZkSession
 from chronik.cluster.view import ClusterView, TopicView
@@ -46,6 +48,8 @@ log = logging.getLogger("chronik.cluster.controller")
 WRITE_CHUNK = 100
 RETRY_SECONDS = 0.5
 MAX_RETRY_SECONDS = 5.0
+# Writes of a controlled shutdown's states tried before it answers with what remains.
+SHUTDOWN_WRITE_ATTEMPTS = 5
 
 
 _ELECTION_NAMES = {0: "preferred", 1: "unclean"}
@@ -152,8 +156,8 @@ class Controller:
         # Topic znodes this controller wrote, and their version then: a topic whose view
         # is older waits for the watch before its reassignments are looked at again.
         self._topics_written: dict[str, int] = {}
-        # Brokers in a controlled shutdown: never elected leader meanwhile.
-        self.shutting_down: set[int] = set()
+        # Brokers in controlled shutdown (chronik.cluster.controlled_shutdown).
+        self.shutting_down = ShuttingDown()
 
     # -- office ---------------------------------------------------------------------
 
@@ -206,6 +210,7 @@ class Controller:
         if not self.active:
             return
         self.active = False
+        self.shutting_down.clear()
         log.info("broker %d is no longer the controller: %s", self.node_id, why)
         for task in (self._task, self._rebalancer):
             if task is not None:
@@ -275,6 +280,7 @@ class Controller:
             log.info("controller: deleted topic %s", name)
         await self._advance_reassignments()
         live = set(self.view.brokers)
+        self.shutting_down.prune(self.view.brokers)
         writes: list[tuple[TopicView, int, PartitionState, bool]] = []
         moved: dict[tuple[int, int], list[str]] = {}
         current = {(t.assignment.topic_id, p) for t in self.view.topics.values()
@@ -287,7 +293,9 @@ class Controller:
             unclean = self._unclean(topic)
             for partition, replicas in sorted(topic.assignment.replicas.items()):
                 old = self._current(topic, partition)
-                new = elect(replicas, old, live, self.epoch, unclean)
+                new = controlled_shutdown.elect_around(
+                    elect, replicas, old, live, self.shutting_down, self.epoch, unclean
+                )
                 if new is not None:
                     writes.append((topic, partition, new, old is None))
                     if old is not None and old.leader != new.leader:
@@ -344,11 +352,14 @@ class Controller:
             state = self._current(topic, partition)
             new: PartitionState | None = None
             if election_type == 0:
-                code, new = elect_preferred(replicas, state, live, self.epoch)
+                code, new = elect_preferred(replicas, state, live - set(self.shutting_down),
+                                            self.epoch)
             elif state is not None and state.leader in live:
                 code = errors.ELECTION_NOT_NEEDED
             else:
-                new = elect(replicas, state, live, self.epoch, unclean=True)
+                new = controlled_shutdown.elect_around(
+                    elect, replicas, state, live, self.shutting_down, self.epoch, True
+                )
                 code = errors.NONE if new is not None and new.leader >= 0 else (
                     errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 )
@@ -365,6 +376,26 @@ class Controller:
                      topic.name, partition, state.leader)
         return results
 
+    async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Kafka's ControlledShutdown on the controller (chronik.cluster.controlled_shutdown):
+        the partitions ``broker`` still leads once the others are handed on."""
+        if not self.active:
+            raise NotController()
+        self.shutting_down.admit(self.view.brokers, broker, broker_epoch)
+        before = controlled_shutdown.snapshot(self.view, self._current, broker)
+        for _ in range(SHUTDOWN_WRITE_ATTEMPTS):
+            writes = controlled_shutdown.plan(self.view, self._current, self.shutting_down,
+                                              broker, elect, self.epoch, self._unclean)
+            try:
+                await self._write(writes)
+                break
+            except StaleView:  # a leader changed an ISR meanwhile: planned again from it
+                await asyncio.sleep(RETRY_SECONDS / 10)
+        remaining = controlled_shutdown.still_led(self.view, self._current, broker)
+        after = controlled_shutdown.snapshot(self.view, self._current, broker)
+        controlled_shutdown.report(broker, before, after, remaining)
+        return remaining
+
     async def _rebalance_loop(self) -> None:
         assert self.rebalance_interval is not None
         while self.active:
@@ -380,7 +411,7 @@ class Controller:
         """Partitions to hand back to their preferred leader: those of every broker whose
         share of not-led preferred partitions is over leader.imbalance.per.broker.percentage
         (Kafka's checkAndTriggerAutoLeaderRebalance)."""
-        live = set(self.view.brokers)
+        live = set(self.view.brokers) - set(self.shutting_down)
         preferred: dict[int, list[tuple[str, int, bool]]] = {}
         for topic in self.view.topics.values():
             if topic.name in self.view.deleting:
