@@ -1,0 +1,395 @@
+"""Where each partition's replicas should live so the brokers share them evenly, found by
+moving as little data as possible: pure logic, no I/O (`chronik cluster rebalance` and
+`chronik cluster decommission` feed it what the cluster reports).
+
+The plan is built in steps, each keeping what the one before achieved:
+
+1. Replicas on a broker that must be emptied (decommissioned, or not among the brokers
+   given) move, each to the broker holding fewest replicas that can take it (not already
+   a replica of the partition, its rack best spreading the partition's racks).
+2. With racks, a partition on fewer racks than it could span (min(replicas, racks))
+   moves a replica from a doubled rack to a rack it lacks.
+3. While the fullest broker holds two or more replicas more than the emptiest, one
+   replica moves from a fullest broker to an emptiest one (or, when no replica may go
+   there, to the next emptiest): each move takes away one replica too many or fills
+   one missing, so the number of moves is the least that balances the counts. Among the
+   replicas that may move, the smallest goes (a follower before a leader at equal size).
+4. Leaders (the first replica of each partition, Kafka's preferred leader) are balanced
+   the same way by reordering replica lists, which moves no data: a chain of
+   partitions hands one leadership each from a broker leading too many towards one
+   leading too few.
+
+Replica counts end within one of each other when racks allow it (every partition keeps
+its replication factor, no broker twice in a partition); a cluster already balanced
+gets an empty plan. `minimum_moved` is a lower bound of the data any plan balancing the
+counts must move: each broker's smallest surplus replicas, or each short broker's
+smallest missing ones, with the brokers allowed one replica above the mean chosen to
+make that least.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+TopicPartition = tuple[str, int]
+
+
+class PlanError(ValueError):
+    """The partitions cannot be placed on the brokers given."""
+
+
+@dataclass(frozen=True)
+class Move:
+    partition: TopicPartition
+    source: int
+    destination: int
+    size: int
+
+
+@dataclass
+class Plan:
+    """`proposed` holds only the partitions whose replica list changes (moved replicas or
+    a new order); `moves` the replicas that must be copied to another broker."""
+
+    current: dict[TopicPartition, list[int]]
+    proposed: dict[TopicPartition, list[int]]
+    moves: list[Move] = field(default_factory=list)
+    minimum_moved: int = 0
+    replicas_before: dict[int, int] = field(default_factory=dict)
+    replicas_after: dict[int, int] = field(default_factory=dict)
+    leaders_before: dict[int, int] = field(default_factory=dict)
+    leaders_after: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def moved(self) -> int:
+        return sum(m.size for m in self.moves)
+
+    @property
+    def empty(self) -> bool:
+        return not self.proposed
+
+    def final(self) -> dict[TopicPartition, list[int]]:
+        return {**self.current, **self.proposed}
+
+
+def racks_in_use(brokers: Mapping[int, str | None]) -> dict[int, str] | None:
+    """The racks to plan with: all brokers' racks, or None when no broker has one.
+    Some with and some without is an error, as in Kafka's tools."""
+    racks = {b: r for b, r in brokers.items() if r is not None}
+    if not racks:
+        return None
+    if len(racks) != len(brokers):
+        missing = sorted(b for b, r in brokers.items() if r is None)
+        raise PlanError(
+            "Not all brokers have rack information (none for broker"
+            f"{'s' if len(missing) > 1 else ''} {','.join(map(str, missing))}); "
+            "use --disable-rack-aware to plan without racks"
+        )
+    return racks
+
+
+def plan(
+    assignment: Mapping[TopicPartition, Sequence[int]],
+    brokers: Mapping[int, str | None],
+    sizes: Mapping[TopicPartition, int] | None = None,
+    empty: Collection[int] = (),
+    balance: bool = True,
+    rack_aware: bool = True,
+) -> Plan:
+    """A plan placing `assignment`'s replicas on `brokers` (id -> rack or None).
+
+    Replicas on `empty` brokers and (with `balance`) on brokers not in `brokers` all
+    move. With `balance` False only those on `empty` brokers move (decommissioning moves
+    nothing else), still to the brokers holding fewest, and only the partitions moving
+    are reordered for leaders.
+    Racks count when `rack_aware` and every broker has one."""
+    sizes = sizes or {}
+    targets = sorted(b for b in brokers if b not in set(empty))
+    if not targets:
+        raise PlanError("no broker left to hold the replicas")
+    racks = racks_in_use({b: brokers[b] for b in targets}) if rack_aware else None
+    work = _Work(assignment, targets, racks, sizes)
+    for tp, replicas in work.current.items():
+        if len(replicas) > len(targets):
+            raise PlanError(
+                f"partition {tp[0]}-{tp[1]} has {len(replicas)} replicas but only "
+                f"{len(targets)} broker{'s' if len(targets) != 1 else ''} would hold replicas"
+            )
+        if len(set(replicas)) != len(replicas):
+            raise PlanError(f"partition {tp[0]}-{tp[1]} names a broker twice: {replicas}")
+    minimum = work.minimum_moved()
+    work.evacuate(set(empty) | ({b for r in work.current.values() for b in r}
+                                - work.target_set if balance else set()))
+    if balance:
+        work.spread_racks()
+        work.balance_counts()
+    work.balance_leaders(only_moved=not balance)
+    proposed = {tp: r for tp, r in work.replicas.items() if r != work.current[tp]}
+    moves = work.copies()
+    return Plan(
+        current={tp: list(r) for tp, r in work.current.items()},
+        proposed=proposed,
+        moves=moves,
+        minimum_moved=minimum if balance else sum(m.size for m in moves),
+        replicas_before=_counts(work.current, targets, all_positions=True),
+        replicas_after=_counts(work.replicas, targets, all_positions=True),
+        leaders_before=_counts(work.current, targets, all_positions=False),
+        leaders_after=_counts(work.replicas, targets, all_positions=False),
+    )
+
+
+def _counts(
+    assignment: Mapping[TopicPartition, Sequence[int]], brokers: Sequence[int],
+    all_positions: bool,
+) -> dict[int, int]:
+    counts = dict.fromkeys(brokers, 0)
+    for replicas in assignment.values():
+        for broker in replicas if all_positions else replicas[:1]:
+            counts[broker] = counts.get(broker, 0) + 1
+    return counts
+
+
+class _Work:
+    """The assignment being changed, with each target broker's replicas kept sorted by
+    (size, leader?, name) so the cheapest candidate is found first."""
+
+    def __init__(
+        self,
+        assignment: Mapping[TopicPartition, Sequence[int]],
+        targets: list[int],
+        racks: dict[int, str] | None,
+        sizes: Mapping[TopicPartition, int],
+    ) -> None:
+        self.current = {tp: list(r) for tp, r in sorted(assignment.items())}
+        self.replicas = {tp: list(r) for tp, r in self.current.items()}
+        self.targets = targets
+        self.target_set = set(targets)
+        self.racks = racks
+        self.rack_count = len(set(racks.values())) if racks else 0
+        self.sizes = {tp: max(0, int(sizes.get(tp, 0))) for tp in self.current}
+        self.held: dict[int, list[tuple[int, int, TopicPartition]]] = {b: [] for b in targets}
+        for tp, replicas in self.replicas.items():
+            for position, broker in enumerate(replicas):
+                if broker in self.held:
+                    self.held[broker].append(self._key(tp, position))
+        for entries in self.held.values():
+            entries.sort()
+
+    def _key(self, tp: TopicPartition, position: int) -> tuple[int, int, TopicPartition]:
+        return (self.sizes[tp], 1 if position == 0 else 0, tp)
+
+    def count(self, broker: int) -> int:
+        return len(self.held[broker])
+
+    # --- racks ----------------------------------------------------------------------
+
+    def spread(self, replicas: Sequence[int]) -> int:
+        """How many racks the replicas span (0 without racks)."""
+        if self.racks is None:
+            return 0
+        return len({self.racks[b] for b in replicas if b in self.racks})
+
+    def wanted_spread(self, replicas: Sequence[int]) -> int:
+        return min(len(replicas), self.rack_count) if self.racks else 0
+
+    def _spread_after(self, tp: TopicPartition, source: int, destination: int) -> int:
+        replicas = [destination if b == source else b for b in self.replicas[tp]]
+        return self.spread(replicas)
+
+    def _keeps_racks(self, tp: TopicPartition, source: int, destination: int) -> bool:
+        """A move may not lower the racks a partition spans below what it should span."""
+        if self.racks is None:
+            return True
+        after = self._spread_after(tp, source, destination)
+        return after >= min(self.wanted_spread(self.replicas[tp]),
+                            self.spread(self.replicas[tp]))
+
+    # --- moving ---------------------------------------------------------------------
+
+    def _move(self, tp: TopicPartition, source: int, destination: int) -> None:
+        replicas = self.replicas[tp]
+        position = replicas.index(source)
+        if source in self.held:
+            self.held[source].remove(self._key(tp, position))
+        replicas[position] = destination
+        bisect.insort(self.held[destination], self._key(tp, position))
+
+    def copies(self) -> list[Move]:
+        """The replicas a broker must copy: each broker new to a partition, paired with
+        one that leaves it (a replica moved twice is one copy)."""
+        moves = []
+        for tp, replicas in self.replicas.items():
+            original = self.current[tp]
+            added = [b for b in replicas if b not in original]
+            removed = [b for b in original if b not in replicas]
+            moves += [Move(tp, s, d, self.sizes[tp]) for s, d in zip(removed, added, strict=True)]
+        return moves
+
+    def evacuate(self, leaving: set[int]) -> None:
+        """Step 1: every replica on a leaving broker moves."""
+        for tp, replicas in self.replicas.items():
+            for broker in [b for b in replicas if b in leaving]:
+                choices = [d for d in self.targets if d not in self.replicas[tp]]
+                destination = min(
+                    choices,
+                    key=lambda d: (-self._spread_after(tp, broker, d), self.count(d), d),
+                )
+                self._move(tp, broker, destination)
+
+    def spread_racks(self) -> None:
+        """Step 2: partitions on too few racks take a rack they lack."""
+        if self.racks is None:
+            return
+        for tp, replicas in self.replicas.items():
+            while self.spread(replicas) < self.wanted_spread(replicas):
+                used: dict[str, list[int]] = {}
+                for b in replicas:
+                    used.setdefault(self.racks[b], []).append(b)
+                doubled = [b for members in used.values() if len(members) > 1 for b in members]
+                free = [d for d in self.targets if self.racks[d] not in used]
+                if not doubled or not free:
+                    break
+                source = max(doubled, key=lambda b: (self.count(b), b))
+                destination = min(free, key=lambda d: (self.count(d), d))
+                self._move(tp, source, destination)
+
+    def _cheapest(self, source: int, destination: int) -> tuple[int, int, TopicPartition] | None:
+        for entry in self.held[source]:
+            tp = entry[2]
+            if destination not in self.replicas[tp] and self._keeps_racks(tp, source,
+                                                                          destination):
+                return entry
+        return None
+
+    def balance_counts(self) -> None:
+        """Step 3: from a fullest broker to an emptiest, the smallest replica that may go."""
+        while True:
+            counts = {b: self.count(b) for b in self.targets}
+            high, low = max(counts.values()), min(counts.values())
+            if high - low <= 1:
+                return
+            sources = [b for b in self.targets if counts[b] == high]
+            destinations = sorted((b for b in self.targets if counts[b] <= high - 2),
+                                  key=lambda b: (counts[b], b))
+            best: tuple[tuple[int, int, TopicPartition], int, int] | None = None
+            for level in sorted({counts[d] for d in destinations}):
+                for source in sources:
+                    for destination in (d for d in destinations if counts[d] == level):
+                        entry = self._cheapest(source, destination)
+                        if entry is not None and (best is None or entry < best[0]):
+                            best = (entry, source, destination)
+                if best is not None:
+                    break
+            if best is None:
+                return  # the racks allow no better balance
+            entry, source, destination = best
+            self._move(entry[2], source, destination)
+
+    def balance_leaders(self, only_moved: bool = False) -> None:
+        """Step 4: chains of reorderings hand leadership from the broker leading most
+        to one leading at least two fewer (with `only_moved`, through partitions that
+        move anyway)."""
+        moved = {tp for tp, r in self.replicas.items() if set(r) != set(self.current[tp])}
+        for _ in range(len(self.replicas) * 2 + 1):
+            leads = dict.fromkeys(self.targets, 0)
+            led: dict[int, list[TopicPartition]] = {b: [] for b in self.targets}
+            for tp, replicas in self.replicas.items():
+                if replicas and replicas[0] in leads:
+                    leads[replicas[0]] += 1
+                    if not only_moved or tp in moved:
+                        led[replicas[0]].append(tp)
+            high = max(leads.values())
+            path = None
+            for start in sorted(b for b in self.targets if leads[b] == high):
+                path = self._leader_path(start, high, leads, led)
+                if path:
+                    break
+            if not path:
+                return
+            for tp, broker in path:
+                replicas = self.replicas[tp]
+                self._reorder(tp, [broker] + [b for b in replicas if b != broker])
+
+    def _leader_path(
+        self, start: int, high: int, leads: dict[int, int], led: dict[int, list[TopicPartition]]
+    ) -> list[tuple[TopicPartition, int]] | None:
+        """Shortest chain start -p1-> b1 -p2-> b2 ... ending at a broker leading at most
+        high - 2, preferring partitions already in the plan."""
+        changed = {tp for tp, r in self.replicas.items() if r != self.current[tp]}
+        back: dict[int, tuple[int, TopicPartition] | None] = {start: None}
+        queue = deque([start])
+        while queue:
+            broker = queue.popleft()
+            for tp in sorted(led[broker], key=lambda t: (t not in changed, t)):
+                for other in self.replicas[tp][1:]:
+                    if other in back or other not in leads:
+                        continue
+                    back[other] = (broker, tp)
+                    if leads[other] <= high - 2:
+                        path: list[tuple[TopicPartition, int]] = []
+                        node = other
+                        while back[node] is not None:
+                            previous, via = back[node]  # type: ignore[misc]
+                            path.append((via, node))
+                            node = previous
+                        return path
+                    queue.append(other)
+        return None
+
+    def _reorder(self, tp: TopicPartition, replicas: list[int]) -> None:
+        old = self.replicas[tp]
+        for position, broker in enumerate(old):
+            if broker in self.held:
+                self.held[broker].remove(self._key(tp, position))
+        self.replicas[tp] = replicas
+        for position, broker in enumerate(replicas):
+            if broker in self.held:
+                bisect.insort(self.held[broker], self._key(tp, position))
+
+    # --- the lower bound ------------------------------------------------------------
+
+    def minimum_moved(self) -> int:
+        """Least data any plan must move to balance the replica counts (racks aside)."""
+        total = sum(len(r) for r in self.current.values())
+        n = len(self.targets)
+        low, extra = divmod(total, n)
+        forced = 0
+        outgoing: dict[int, list[int]] = {b: [] for b in self.targets}
+        for tp, replicas in self.current.items():
+            for b in replicas:
+                if b in outgoing:
+                    outgoing[b].append(self.sizes[tp])
+                else:
+                    forced += self.sizes[tp]
+        all_sizes = sorted((self.sizes[tp], tp) for tp in self.current)
+
+        def shed(broker: int, keep: int) -> int:
+            held = sorted(outgoing[broker])
+            return sum(held[: max(0, len(held) - keep)])
+
+        def take(broker: int, want: int) -> int:
+            need = want - len(outgoing[broker])
+            if need <= 0:
+                return 0
+            got = 0
+            for size, tp in all_sizes:
+                if need == 0:
+                    break
+                if broker not in self.current[tp]:
+                    got += size
+                    need -= 1
+            return got
+
+        def best(cost: dict[int, tuple[int, int]]) -> int:
+            """Cheapest choice of `extra` brokers to end one above the mean."""
+            base = sum(at_low for at_low, _ in cost.values())
+            savings = sorted((at_low - at_high for at_low, at_high in cost.values()),
+                             reverse=True)
+            return base - sum(savings[:extra])
+
+        out = best({b: (shed(b, low), shed(b, low + 1)) for b in self.targets})
+        into = best({b: (take(b, low), take(b, low + 1)) for b in self.targets})
+        return max(forced + out, into)
