@@ -11,9 +11,10 @@ The plan is built in steps, each keeping what the one before achieved:
    moves a replica from a doubled rack to a rack it lacks.
 3. While the fullest broker holds two or more replicas more than the emptiest, one
    replica moves from a fullest broker to an emptiest one (or, when no replica may go
-   there, to the next emptiest): each move takes away one replica too many or fills
-   one missing, so the number of moves is the least that balances the counts. Among the
-   replicas that may move, the smallest goes (a follower before a leader at equal size).
+   there, to the next emptiest, through a chain of brokers, or from the next fullest):
+   without racks each move takes away one replica too many or fills one missing, so
+   the number of moves is the least that balances the counts. Among the replicas that
+   may move, the smallest goes (a follower before a leader at equal size).
 4. Leaders (the first replica of each partition, Kafka's preferred leader) are balanced
    the same way by reordering replica lists, which moves no data: a chain of
    partitions hands one leadership each from a broker leading too many towards one
@@ -126,6 +127,8 @@ def plan(
     if balance:
         work.spread_racks()
         work.balance_counts()
+    else:
+        work.balance_counts(only_new=True)
     work.balance_leaders(only_moved=not balance)
     proposed = {tp: r for tp, r in work.replicas.items() if r != work.current[tp]}
     moves = work.copies()
@@ -171,6 +174,10 @@ class _Work:
         self.rack_count = len(set(racks.values())) if racks else 0
         self.sizes = {tp: max(0, int(sizes.get(tp, 0))) for tp in self.current}
         self.held: dict[int, list[tuple[int, int, TopicPartition]]] = {b: [] for b in targets}
+        # (source, destination, only_new) found to have no replica that may move: not
+        # searched again until a move makes one of the source's partitions movable
+        # (only the moved partition's eligibility can change).
+        self.no_move: set[tuple[int, int, bool]] = set()
         for tp, replicas in self.replicas.items():
             for position, broker in enumerate(replicas):
                 if broker in self.held:
@@ -209,6 +216,12 @@ class _Work:
 
     # --- moving ---------------------------------------------------------------------
 
+    def _movable(self, tp: TopicPartition, source: int, destination: int, only_new: bool) -> bool:
+        if only_new and source in self.current[tp]:
+            return False
+        return destination not in self.replicas[tp] and self._keeps_racks(tp, source,
+                                                                          destination)
+
     def _move(self, tp: TopicPartition, source: int, destination: int) -> None:
         replicas = self.replicas[tp]
         position = replicas.index(source)
@@ -216,6 +229,14 @@ class _Work:
             self.held[source].remove(self._key(tp, position))
         replicas[position] = destination
         bisect.insort(self.held[destination], self._key(tp, position))
+        if self.no_move:
+            for holder in replicas:
+                for other in self.targets:
+                    for only_new in (False, True):
+                        if (holder, other, only_new) in self.no_move and self._movable(
+                            tp, holder, other, only_new
+                        ):
+                            self.no_move.discard((holder, other, only_new))
 
     def copies(self) -> list[Move]:
         """The replicas a broker must copy: each broker new to a partition, paired with
@@ -229,9 +250,11 @@ class _Work:
         return moves
 
     def evacuate(self, leaving: set[int]) -> None:
-        """Step 1: every replica on a leaving broker moves."""
-        for tp, replicas in self.replicas.items():
-            for broker in [b for b in replicas if b in leaving]:
+        """Step 1: every replica on a leaving broker moves, the partitions with the
+        fewest brokers to go to first."""
+        order = sorted(self.replicas, key=lambda tp: (-len(self.replicas[tp]), tp))
+        for tp in order:
+            for broker in [b for b in self.replicas[tp] if b in leaving]:
                 choices = [d for d in self.targets if d not in self.replicas[tp]]
                 destination = min(
                     choices,
@@ -256,37 +279,88 @@ class _Work:
                 destination = min(free, key=lambda d: (self.count(d), d))
                 self._move(tp, source, destination)
 
-    def _cheapest(self, source: int, destination: int) -> tuple[int, int, TopicPartition] | None:
+    def _cheapest(
+        self, source: int, destination: int, only_new: bool
+    ) -> tuple[int, int, TopicPartition] | None:
+        if (source, destination, only_new) in self.no_move:
+            return None
         for entry in self.held[source]:
-            tp = entry[2]
-            if destination not in self.replicas[tp] and self._keeps_racks(tp, source,
-                                                                          destination):
+            if self._movable(entry[2], source, destination, only_new):
                 return entry
+        self.no_move.add((source, destination, only_new))
         return None
 
-    def balance_counts(self) -> None:
-        """Step 3: from a fullest broker to an emptiest, the smallest replica that may go."""
+    def balance_counts(self, only_new: bool = False) -> None:
+        """Step 3: from a fullest broker to an emptiest, the smallest replica that may go
+        (with `only_new`, only replicas this plan placed: where step 1 put the replicas
+        of a leaving broker is revised, nothing else moves)."""
         while True:
             counts = {b: self.count(b) for b in self.targets}
-            high, low = max(counts.values()), min(counts.values())
-            if high - low <= 1:
+            if max(counts.values()) - min(counts.values()) <= 1:
                 return
-            sources = [b for b in self.targets if counts[b] == high]
-            destinations = sorted((b for b in self.targets if counts[b] <= high - 2),
-                                  key=lambda b: (counts[b], b))
-            best: tuple[tuple[int, int, TopicPartition], int, int] | None = None
-            for level in sorted({counts[d] for d in destinations}):
-                for source in sources:
-                    for destination in (d for d in destinations if counts[d] == level):
-                        entry = self._cheapest(source, destination)
-                        if entry is not None and (best is None or entry < best[0]):
-                            best = (entry, source, destination)
-                if best is not None:
-                    break
-            if best is None:
-                return  # the racks allow no better balance
-            entry, source, destination = best
-            self._move(entry[2], source, destination)
+            if not any(self._step(level, counts, only_new)
+                       for level in sorted(set(counts.values()), reverse=True)):
+                return  # the racks (or the partitions' other replicas) allow no better
+
+    def _step(self, level: int, counts: dict[int, int], only_new: bool) -> bool:
+        """One move (or chain of moves) from a broker holding `level` replicas to one
+        holding at most level - 2; False when there is none. Every such move brings the
+        counts closer together, so the balancing ends."""
+        sources = [b for b in self.targets if counts[b] == level]
+        destinations = sorted((b for b in self.targets if counts[b] <= level - 2),
+                              key=lambda b: (counts[b], b))
+        if not destinations:
+            return False
+        best: tuple[tuple[int, int, TopicPartition], int, int] | None = None
+        for below in sorted({counts[d] for d in destinations}):
+            for source in sources:
+                for destination in (d for d in destinations if counts[d] == below):
+                    entry = self._cheapest(source, destination, only_new)
+                    if entry is not None and (best is None or entry < best[0]):
+                        best = (entry, source, destination)
+            if best is not None:
+                entry, source, destination = best
+                self._move(entry[2], source, destination)
+                return True
+        chain = self._chain(sources, counts, level, only_new)
+        if chain is None:
+            return False
+        for tp, source, destination in chain:
+            self._move(tp, source, destination)
+        return True
+
+    def _chain(
+        self, sources: list[int], counts: dict[int, int], high: int, only_new: bool
+    ) -> list[tuple[TopicPartition, int, int]] | None:
+        """When no replica of a fullest broker may go to an emptier one directly: the
+        shortest chain of moves a -> b -> ... -> z (each broker between giving one and
+        taking one) ending at a broker holding at most high - 2."""
+        back: dict[int, tuple[int, TopicPartition] | None] = dict.fromkeys(sources)
+        queue = deque(sources)
+        while queue:
+            broker = queue.popleft()
+            for other in self.targets:
+                if other in back:
+                    continue
+                entry = self._cheapest(broker, other, only_new)
+                if entry is None:
+                    continue
+                back[other] = (broker, entry[2])
+                if counts[other] <= high - 2:
+                    steps: list[tuple[TopicPartition, int, int]] = []
+                    node = other
+                    while back[node] is not None:
+                        previous, tp = back[node]  # type: ignore[misc]
+                        steps.append((tp, previous, node))
+                        node = previous
+                    steps.reverse()
+                    # Each step was checked on the assignment before the chain; one
+                    # partition twice in it could make a later step invalid.
+                    if len({tp for tp, _, _ in steps}) != len(steps):
+                        return None
+                    return steps
+                queue.append(other)
+        return None
 
     def balance_leaders(self, only_moved: bool = False) -> None:
         """Step 4: chains of reorderings hand leadership from the broker leading most
