@@ -1,7 +1,11 @@
 # make serve: set up .venv and run a broker on 127.0.0.1:9092 with data in ./chronik-data
 #             and its schema registry on http://127.0.0.1:8081 (REGISTRY_LISTEN= turns it off)
 # make cluster: ZooKeeper on 127.0.0.1:2181 and three brokers on 127.0.0.1:9092-9094,
-#               data in ./chronik-cluster (needs ZooKeeper: make deps)
+#               data in ./chronik-cluster (needs ZooKeeper: make deps). A broker that dies
+#               is reported and the others keep running; Ctrl-C stops them all
+# make cluster-broker N=2 ACTION=kill: from another terminal, kill (SIGKILL), stop
+#               (SIGTERM), start or restart broker N of the running `make cluster`;
+#               start N=4 adds broker 4 on 127.0.0.1:9095; ACTION=status lists them
 # make test:  the whole test suite (unit, integration with real clients, Spark)
 # make fuzz:  fuzz a live broker for FUZZ_SECONDS (findings in ./fuzz-findings)
 # make chaos: random faults against a 3-broker cluster under the Jepsen-style workloads
@@ -16,7 +20,7 @@ SERVE_ARGS ?=
 REGISTRY_LISTEN ?= 127.0.0.1:8081
 PYTEST_ARGS ?=
 
-.PHONY: serve cluster test test-fast lint bench bench-quick bank-demo deps clean fuzz chaos
+.PHONY: serve cluster cluster-broker test test-fast lint bench bench-quick bank-demo deps clean fuzz chaos
 
 # setup.py compiles chronik.records.stamping and .heads: an edit of either reinstalls.
 $(STAMP): pyproject.toml setup.py src/chronik/records/stamping.py src/chronik/records/heads.py
@@ -36,6 +40,12 @@ CLUSTER_ARGS ?=
 cluster: $(STAMP)
 	$(PY) scripts/cluster.py $(CLUSTER_ARGS)
 
+# No $(STAMP): a command to the running cluster must not reinstall the venv under it.
+ACTION ?= status
+N ?=
+cluster-broker:
+	$(PY) scripts/cluster.py $(ACTION) $(N) $(CLUSTER_ARGS)
+
 test: deps
 	$(PY) -m pytest -q --durations=20 $(PYTEST_ARGS)
 
@@ -43,7 +53,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not spark" $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
 
 # The bounded run in `make test` is the same harness with a fixed seed and frame count.
 FUZZ_SECONDS ?= 600

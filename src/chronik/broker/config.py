@@ -22,6 +22,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     # has a budget for both; see docs/configuration.md "Limits".
     "queued.max.request.bytes": "268435456",
     "fetch.max.bytes": "57671680",
+    # Fetch sessions (KIP-227) the broker keeps at once; 0: none, every fetch is full.
+    "max.incremental.fetch.session.cache.slots": "1000",
     "connections.max.idle.ms": "600000",
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",
@@ -180,6 +182,9 @@ class BrokerConfig:
         )
         self.queued_max_request_bytes = self._positive_or_unbounded("queued.max.request.bytes")
         self.fetch_max_bytes = self._at_least("fetch.max.bytes", 1024)
+        self.fetch_session_cache_slots = self._at_least(
+            "max.incremental.fetch.session.cache.slots", 0
+        )
         self.connections_max_idle_ms = self._at_least("connections.max.idle.ms", -1)
         self.max_connections_per_ip = self._at_least("max.connections.per.ip", 0)
         self.max_connections_per_ip_overrides = _per_ip_overrides(

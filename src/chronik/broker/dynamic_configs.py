@@ -17,7 +17,9 @@ Where they are kept:
 What takes effect at once: the `log.*` topic defaults (and message.max.bytes,
 compression.type, min.insync.replicas, producer.id.expiration.ms) for every topic without
 its own override; max.connections, max.connections.per.ip(.overrides); ssl.* (the TLS
-context is built again). The others are stored and described but change nothing here.
+context is built again); in a cluster, leader.replication.throttled.rate and
+follower.replication.throttled.rate (chronik.cluster.replication_quota follows them in the
+cluster view). The others are stored and described but change nothing here.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ FILE_NAME = "dynamic-broker-configs.json"
 
 # What a change does here.
 LOG, CONNECTIONS, TLS, NONE = "log", "connections", "tls", ""
+REPLICATION = "replication"  # applied by the cluster's replication quotas
 
 
 class Key(NamedTuple):
@@ -117,7 +120,8 @@ DYNAMIC.update({
 # Replication quotas (Kafka's DynamicConfig.Broker).
 for _name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
               "replica.alter.log.dirs.io.max.bytes.per.second"):
-    DYNAMIC[_name] = Key(TYPE_LONG, str(2**63 - 1), NONE, False, _at_least(0), ">= 0")
+    _effect = NONE if _name.startswith("replica.") else REPLICATION
+    DYNAMIC[_name] = Key(TYPE_LONG, str(2**63 - 1), _effect, False, _at_least(0), ">= 0")
 # SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.ssl...).
 SECURITY = {
     "ssl.keystore.type": Key(TYPE_STRING, "JKS", TLS, True),
@@ -423,7 +427,9 @@ class DynamicBrokerConfigs:
         effects = {(key_of(k) or Key(TYPE_STRING, None)).effect for k in changed}
         for name in sorted(changed):
             key = key_of(name)
-            if key is None or key.effect == NONE:
+            idle = key is None or key.effect == NONE or (
+                key.effect == REPLICATION and self.broker.cluster is None)  # nothing replicates
+            if idle:
                 log.info("dynamic broker config %s is stored but has no effect on chronik", name)
             else:
                 shown = "(hidden)" if key.type == TYPE_PASSWORD else after.get(name, "(default)")

@@ -14,7 +14,7 @@ import bisect
 import contextlib
 import logging
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.index import api_key_map
 
@@ -161,6 +161,7 @@ class Metrics:
         self._render_transactions(lines, family)
         self._render_cluster(lines, family)
         self._render_replication(lines, family)
+        self._render_fetch_sessions(lines, family)
         self._render_quotas(lines, family)
         self._render_registry(lines, family)
         return "\n".join(lines) + "\n"
@@ -230,6 +231,46 @@ class Metrics:
         for (name, kind, text), value in zip(metrics, values, strict=True):
             family(name, kind, text)  # type: ignore[operator]
             lines.append(f"{name} {int(value)}")
+        quotas = None if replicas is None else getattr(replicas, "quotas", None)
+        if quotas is not None:
+            self._render_replication_throttles(lines, family, (quotas.leader, quotas.follower))
+
+    def _render_replication_throttles(self, lines: list[str], family: object,
+                                      sides: tuple[Any, ...]) -> None:
+        """Kafka's LeaderReplication and FollowerReplication byte-rate: the bytes of
+        throttled partitions (chronik.cluster.replication_quota)."""
+        rows = (
+            ("chronik_replication_throttled_byte_rate", "gauge", "Bytes/s of partitions under "
+             "a replication throttle, over the quota window (Kafka's byte-rate).",
+             lambda q: f"{q.byte_rate():.1f}"),
+            ("chronik_replication_throttled_bytes_total", "counter", "Bytes of partitions "
+             "under a replication throttle sent (leader) or fetched (follower).",
+             lambda q: str(q.bytes_total)),
+            ("chronik_replication_throttled_held_total", "counter", "Times a partition was "
+             "held back from a follower's fetch because its throttle's rate was over.",
+             lambda q: str(q.held_total)),
+        )
+        for name, kind, text, value in rows:
+            family(name, kind, text)  # type: ignore[operator]
+            for quota in sides:
+                lines.append(f'{name}{{type="{quota.kind}"}} {value(quota)}')
+
+    def _render_fetch_sessions(self, lines: list[str], family: object) -> None:
+        """Kafka's FetchSessionCache figures (KIP-227)."""
+        cache = self.broker.fetch_sessions
+        metrics = (
+            ("chronik_fetch_sessions", "gauge", "Fetch sessions kept (Kafka's "
+             "NumIncrementalFetchSessions).", len(cache)),
+            ("chronik_fetch_session_partitions", "gauge", "Partitions held by all fetch "
+             "sessions (Kafka's NumIncrementalFetchPartitionsCached).", cache.partitions),
+            ("chronik_fetch_session_evictions_total", "counter", "Fetch sessions evicted or "
+             "expired (Kafka's IncrementalFetchSessionEvictionsPerSec).", cache.evictions),
+            ("chronik_incremental_fetches_total", "counter", "Fetch requests served "
+             "incrementally, within a fetch session.", cache.incremental_fetches),
+        )
+        for name, kind, text, value in metrics:
+            family(name, kind, text)  # type: ignore[operator]
+            lines.append(f"{name} {value}")
 
     def _render_quotas(self, lines: list[str], family: object) -> None:
         """Client quota throttling, by Kafka's quota type (Produce, Fetch)."""

@@ -26,6 +26,7 @@ from chronik.broker.config import BrokerConfig
 from chronik.broker.connection import Connection
 from chronik.broker.descriptors import default_max_connections, raise_nofile_limit
 from chronik.broker.dynamic_configs import DynamicBrokerConfigs
+from chronik.broker.fetch_sessions import FetchSessionCache
 from chronik.broker.listener import Bound, Listener, bind, listen
 from chronik.broker.memory_pool import MemoryPool
 from chronik.broker.metrics import Metrics
@@ -153,6 +154,9 @@ class Broker:
         self.registry_port: int | None = None
         self.schema_validator = SchemaValidator()
         self.memory_pool = MemoryPool(self.config.queued_max_request_bytes)
+        self.fetch_sessions = FetchSessionCache(
+            self.config.fetch_session_cache_slots, self.config.max_broker_partitions
+        )
         self._listener: Listener | None = None
         self._bound: list[Bound] = []
         self._connections: set[Connection] = set()

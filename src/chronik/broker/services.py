@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from chronik.broker.config import BrokerConfig
     from chronik.broker.dynamic_configs import DynamicBrokerConfigs
+    from chronik.broker.fetch_sessions import FetchSessionCache
     from chronik.broker.memory_pool import MemoryPool
     from chronik.broker.metrics import Metrics
     from chronik.broker.quota_manager import ClientQuotas
@@ -51,6 +52,8 @@ class Services(Protocol):
     quotas: ClientQuotas
     metrics: Metrics
     memory_pool: MemoryPool
+    # Fetch sessions (KIP-227).
+    fetch_sessions: FetchSessionCache
     # Produce-time schema checks of topics that opt in (its registry None when not served).
     schema_validator: SchemaValidator
 

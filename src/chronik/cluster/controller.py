@@ -8,6 +8,11 @@ Each state write is a ZooKeeper transaction that also checks /controller_epoch i
 the one this controller was elected at, so a controller that lost its session (and its
 office) cannot overwrite its successor's decisions.
 
+It also carries partition reassignments through (chronik.cluster.reassignment): those
+asked for by AlterPartitionReassignments or under /admin/reassign_partitions are written
+into the topics' znodes, and each is completed once its target replicas are all in sync.
+The reassignments in progress live in ZooKeeper, so a new controller takes them over.
+
 Leader election is Kafka's clean election: the first replica, in assignment order, that
 is alive and in the ISR. With none, the partition goes offline (leader -1) and keeps its
 ISR, so the broker that had it leads it again when it returns and nothing acknowledged
@@ -29,7 +34,8 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
-from chronik.cluster import znodes
+from chronik.cluster import reassignment, znodes
+from chronik.cluster.reassignment import Refused
 from chronik.cluster.session import ZkSession
 from chronik.cluster.view import ClusterView, TopicView
 from chronik.cluster.znodes import PartitionState
@@ -74,14 +80,15 @@ def elect(
     # offline); otherwise a live leader stays.
     if state.leader in live and state.leader in replicas and state.leader in state.isr:
         # A dead follower leaves the ISR at once (Kafka's controller does this on a
-        # broker's failure), so acks=all does not wait replica.lag.time.max.ms for it.
-        isr = tuple(r for r in state.isr if r in live)
+        # broker's failure), so acks=all does not wait replica.lag.time.max.ms for it;
+        # so does a replica no longer assigned (a cancelled reassignment's).
+        isr = tuple(r for r in state.isr if r in live and r in replicas)
         if isr == state.isr or not isr:
             return None
         return PartitionState(state.leader, state.leader_epoch, isr, epoch, state.zk_version)
     candidates = [r for r in replicas if r in live and r in state.isr]
     if candidates:
-        isr = tuple(r for r in state.isr if r in live)
+        isr = tuple(r for r in state.isr if r in live and r in replicas)
         return PartitionState(candidates[0], state.leader_epoch + 1, isr, epoch, state.zk_version)
     if state.leader in live and state.leader in replicas:
         return None  # it wrote itself out, but nobody else can take over: it stays
@@ -142,6 +149,11 @@ class Controller:
         # States this controller wrote that its view may not have read back yet, keyed by
         # (topic id, partition): the next pass starts from them, not from older news.
         self._written: dict[tuple[object, int], PartitionState] = {}
+        # Topic znodes this controller wrote, and their version then: a topic whose view
+        # is older waits for the watch before its reassignments are looked at again.
+        self._topics_written: dict[str, int] = {}
+        # Brokers in a controlled shutdown: never elected leader meanwhile.
+        self.shutting_down: set[int] = set()
 
     # -- office ---------------------------------------------------------------------
 
@@ -261,6 +273,7 @@ class Controller:
         for name in sorted(self.view.deleting):
             await self.session.run(self._delete_topic, name)
             log.info("controller: deleted topic %s", name)
+        await self._advance_reassignments()
         live = set(self.view.brokers)
         writes: list[tuple[TopicView, int, PartitionState, bool]] = []
         moved: dict[tuple[int, int], list[str]] = {}
@@ -390,6 +403,200 @@ class Controller:
             if not_led and len(not_led) * 100 > self.imbalance_percentage * len(parts):
                 due.extend(not_led)
         return due
+
+    # -- partition reassignments ----------------------------------------------------------
+
+    async def alter_reassignments(
+        self, wanted: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterPartitionReassignments: start (a list of replicas) or cancel (None) the
+        reassignment of each partition. Answers once the topics' znodes are written; the
+        copying goes on in the background."""
+        if not self.active:
+            raise NotController()
+        results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        by_topic: dict[str, list[tuple[int, list[int] | None]]] = {}
+        for (name, partition), target in wanted.items():
+            topic = self.view.topics.get(name)
+            if topic is None or partition not in topic.assignment.replicas:
+                results[(name, partition)] = (
+                    errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+                )
+            elif name in self.view.deleting:
+                results[(name, partition)] = (
+                    errors.UNKNOWN_TOPIC_OR_PARTITION, "The topic is being deleted."
+                )
+            else:
+                by_topic.setdefault(name, []).append((partition, target))
+        brokers = set(self.view.brokers)
+        for name, items in sorted(by_topic.items()):
+            outcome = await self.session.run(self._write_reassignments, name, items, brokers)
+            for partition, result in outcome.items():
+                results[(name, partition)] = result
+        # The API's word replaces whatever /admin/reassign_partitions asked for them.
+        await self._drop_requests({tp for tp, r in results.items() if r[0] == errors.NONE})
+        self._dirty.set()
+        return results
+
+    def _write_reassignments(
+        self, name: str, items: list[tuple[int, list[int] | None]], brokers: set[int]
+    ) -> dict[int, tuple[int, str | None]]:
+        """On a ZooKeeper thread: the new replica lists of ``items`` written into the
+        topic's znode, read afresh and written conditionally on its version (a broker
+        adding partitions meanwhile makes it go round again)."""
+        client = self.session.client
+        assert client is not None
+        path = znodes.topic_path(name)
+        while True:
+            try:
+                data, stat = client.get(path)
+            except NoNodeError:
+                return {p: (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+                        for p, _ in items}
+            assignment = znodes.parse_assignment(data)
+            results: dict[int, tuple[int, str | None]] = {}
+            changed = False
+            for partition, target in items:
+                try:
+                    change = reassignment.reassign(assignment, partition, target, brokers)
+                except Refused as exc:
+                    results[partition] = (exc.code, exc.message)
+                    continue
+                reassignment.apply(assignment, partition, change)
+                results[partition] = (errors.NONE, None)
+                changed = True
+                what = "cancelled" if target is None else f"to {target}"
+                log.info("controller: reassignment of %s-%d %s (replicas %s, adding %s, "
+                         "removing %s)", name, partition, what, change.replicas,
+                         change.adding, change.removing)
+            if not changed:
+                return results
+            txn = client.transaction()
+            txn.check(znodes.CONTROLLER_EPOCH, self._epoch_version)
+            txn.set_data(path, znodes.assignment_value(assignment), stat.version)
+            outcome = txn.commit()
+            if not any(isinstance(r, Exception) for r in outcome):
+                self._topics_written[name] = stat.version + 1
+                return results
+            if isinstance(outcome[0], (BadVersionError, NoNodeError)):
+                raise NotController()
+
+    async def _advance_reassignments(self) -> None:
+        """Start what /admin/reassign_partitions asks for, complete every reassignment
+        whose target replicas are all in sync, and take finished ones off the znode."""
+        for name, version in list(self._topics_written.items()):
+            topic = self.view.topics.get(name)
+            if topic is None or topic.zk_version >= version:
+                del self._topics_written[name]
+        live = set(self.view.brokers)
+        finished: set[tuple[str, int]] = set()
+        starts: dict[str, list[tuple[int, list[int] | None]]] = {}
+        for (name, partition), target in sorted(self.view.reassign_requests.items()):
+            topic = self.view.topics.get(name)
+            if (
+                topic is None or name in self.view.deleting
+                or partition not in topic.assignment.replicas
+            ):
+                log.warning("controller: reassignment of %s-%d asked for in %s: no such "
+                            "partition", name, partition, znodes.REASSIGN_PARTITIONS)
+                finished.add((name, partition))
+            elif name in self._topics_written:
+                continue
+            elif topic.assignment.target(partition) == target:
+                if not topic.assignment.reassigning(partition):
+                    finished.add((name, partition))
+            else:
+                try:
+                    reassignment.check_target(target, live)
+                except Refused as exc:
+                    log.warning("controller: reassignment of %s-%d asked for in %s refused: "
+                                "%s", name, partition, znodes.REASSIGN_PARTITIONS, exc.message)
+                    finished.add((name, partition))
+                    continue
+                starts.setdefault(name, []).append((partition, target))
+        for name, items in sorted(starts.items()):
+            outcome = await self.session.run(self._write_reassignments, name, items, live)
+            for partition, (code, message) in outcome.items():
+                if code != errors.NONE:
+                    log.warning("controller: reassignment of %s-%d refused: %s", name,
+                                partition, message)
+                    finished.add((name, partition))
+        for topic in list(self.view.topics.values()):
+            if (
+                topic.name in self._topics_written or topic.name in self.view.deleting
+                or not (topic.assignment.adding or topic.assignment.removing)
+            ):
+                continue
+            done: list[tuple[int, PartitionState]] = []
+            for partition in sorted(topic.assignment.replicas):
+                if not topic.assignment.reassigning(partition):
+                    continue
+                state = reassignment.completion(
+                    topic.assignment, partition, self._current(topic, partition), live,
+                    self.epoch, self.shutting_down,
+                )
+                if state is not None:
+                    done.append((partition, state))
+            if done:
+                await self.session.run(self._complete_reassignments, topic, done)
+        await self._drop_requests(finished)
+
+    def _complete_reassignments(
+        self, topic: TopicView, done: list[tuple[int, PartitionState]]
+    ) -> None:
+        """On a ZooKeeper thread: the topic's replica lists become the targets and the
+        partitions' states their new leaders and ISRs, in one transaction."""
+        client = self.session.client
+        assert client is not None
+        assignment = znodes.Assignment(
+            topic.assignment.topic_id,
+            {p: list(r) for p, r in topic.assignment.replicas.items()},
+            dict(topic.assignment.adding),
+            dict(topic.assignment.removing),
+        )
+        for partition, _ in done:
+            target = assignment.target(partition)
+            reassignment.apply(assignment, partition, reassignment.Change(target, [], []))
+        txn = client.transaction()
+        txn.check(znodes.CONTROLLER_EPOCH, self._epoch_version)
+        txn.set_data(znodes.topic_path(topic.name), znodes.assignment_value(assignment),
+                     topic.zk_version)
+        for partition, state in done:
+            txn.set_data(znodes.state_path(topic.name, partition), znodes.state_value(state),
+                         state.zk_version)
+        results = txn.commit()
+        if any(isinstance(r, Exception) for r in results):
+            if isinstance(results[0], (BadVersionError, NoNodeError)):
+                raise NotController()
+            raise StaleView(f"reassignment of {topic.name} not completed: the topic or a "
+                            "partition state changed meanwhile")
+        self._topics_written[topic.name] = topic.zk_version + 1
+        for partition, state in done:
+            self._written[(topic.assignment.topic_id, partition)] = dataclasses.replace(
+                state, zk_version=state.zk_version + 1
+            )
+            log.info("controller: reassignment of %s-%d completed: replicas %s, leader %d, "
+                     "isr %s", topic.name, partition, assignment.replicas[partition],
+                     state.leader, list(state.isr))
+
+    async def _drop_requests(self, finished: set[tuple[str, int]]) -> None:
+        """Take partitions off /admin/reassign_partitions (deleted once empty), as
+        Kafka's controller does once each completes."""
+        requests = self.view.reassign_requests
+        if not finished & requests.keys():
+            return
+        left = {tp: r for tp, r in requests.items() if tp not in finished}
+        # Changed meanwhile: its watch brings another pass.
+        with contextlib.suppress(BadVersionError, NoNodeError):
+            await self.session.run(self._write_requests, left, self.view.reassign_version)
+
+    def _write_requests(self, left: dict[tuple[str, int], list[int]], version: int) -> None:
+        client = self.session.client
+        assert client is not None
+        if left:
+            client.set(znodes.REASSIGN_PARTITIONS, znodes.reassignments_value(left), version)
+        else:
+            client.delete(znodes.REASSIGN_PARTITIONS, version)
 
     def _write_states(self, writes: list[tuple[str, int, PartitionState, bool]]) -> None:
         client = self.session.client

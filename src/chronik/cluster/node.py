@@ -426,6 +426,8 @@ class ClusterNode:
             else:
                 mine = [p for p, r in sorted(topic.assignment.replicas.items())
                         if self.node_id in r]
+                if local is not None and local.sparse:
+                    self._remove_moved(topic.name, set(mine))
                 if not mine:
                     self._stored[topic.name] = stored  # none of it belongs here
             if mine:
@@ -454,6 +456,28 @@ class ClusterNode:
                     log.error("cannot apply the configs of topic %s: %s", topic.name, exc)
         self.replicas.sync()
         self._follow_coordinator_leadership()
+
+    def _remove_moved(self, name: str, mine: set[int]) -> None:
+        """Delete the local copies of the topic's partitions reassigned to other brokers
+        (Kafka's StopReplica with deletion). Their roles went with the sync before."""
+        local = self.catalog.get(name)
+        if local is None:
+            return
+        moved = [p for p, plog in enumerate(local.partitions) if plog is not None
+                 and p not in mine]
+        if not moved:
+            return
+        self.replicas.sync()
+        self._follow_coordinator_leadership()
+        try:
+            removed = self.catalog.remove_replicas(name, moved)
+        except Exception as exc:
+            log.error("cannot delete the local copies of %s partitions %s: %s", name,
+                      moved, exc)
+            return
+        if removed:
+            log.info("deleted the local copies of %s partitions %s: reassigned to other "
+                     "brokers", name, removed)
 
     def _topic_gone(self, name: str) -> None:
         self._stored.pop(name, None)
@@ -702,7 +726,7 @@ class ClusterNode:
                 f"Topic currently has {current} partitions, {total} would not be an increase."
             )
         live = [b.node_id for b in self.live_brokers()]
-        factor = len(topic.assignment.replicas.get(0, [])) or 1
+        factor = len(topic.assignment.target(0)) or 1
         if assignments:
             if len(assignments) != total - current:
                 raise InvalidPartitions(

@@ -1,7 +1,11 @@
 """A follower's fetcher: pulls the partitions it follows from one leader broker with
 Kafka's own Fetch request (replica_id = this broker's id; Fetch v11, whose fields are
 all a follower needs), as Kafka's ReplicaFetcherThread does. num.replica.fetchers of them
-share a leader's partitions.
+share a leader's partitions. Each keeps a fetch session with its leader (KIP-227,
+chronik.cluster.fetch_session_handler): after the first full fetch it sends only the
+partitions whose position changed, and is answered only those with news. Partitions
+under a follower replication throttle are left out of a fetch while the throttle's rate
+is over (chronik.cluster.replication_quota).
 
 Before the first fetch of a partition under a new leader epoch the follower asks the
 leader, with OffsetForLeaderEpoch (KIP-101/279), where its own latest epoch ends on the
@@ -23,6 +27,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from chronik.cluster.fetch_session_handler import FetchSessionHandler
 from chronik.cluster.replica_client import (
     AuthenticationRefused,
     BrokerClient,
@@ -53,6 +58,9 @@ class ReplicaFetcher:
         self.partition_max_bytes = config.replica_fetch_max_bytes
         self.backoff = config.replica_fetch_backoff_ms / 1000
         self._client: BrokerClient | None = None
+        self._session: FetchSessionHandler[tuple[str, int], tuple[int, int, int]] = (
+            FetchSessionHandler(f"broker {leader_id}")
+        )
         self._task: asyncio.Task[None] | None = None
         self._failing = False
         self._stopping = False
@@ -73,6 +81,7 @@ class ReplicaFetcher:
     # -- the loop --------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        quotas = self.manager.quotas
         while not self._stopping:
             replicas = [
                 r for r in self.manager.fetch_set(self.leader_id, self.index)
@@ -92,8 +101,13 @@ class ReplicaFetcher:
                 if truncating:
                     await self._truncate(client, truncating)
                 ready = [r for r in replicas if not r.needs_truncation and not r.log.key_floor]
+                held = quotas.follower_held(ready)  # a follower replication throttle
+                ready = [r for r in ready if r.key not in held]
                 if ready:
                     await self._fetch(client, ready)
+                elif held:
+                    pause = min(quotas.follower.delay(), self.backoff or 0.1)
+                    await self.manager.wait_changed(pause)
                 if self._failing:
                     self._failing = False
                     log.info("fetching from broker %d again", self.leader_id)
@@ -229,18 +243,27 @@ class ReplicaFetcher:
     async def _fetch(self, client: BrokerClient, replicas: list[Replica]) -> None:
         module = request_module(FETCH_KEY, FETCH_VERSION)
         sent: dict[tuple[str, int], tuple[Replica, int, int]] = {}
-        by_topic: dict[str, list[object]] = {}
+        wanted: dict[tuple[str, int], tuple[int, int, int]] = {}
         for replica in replicas:
             plog = replica.log
             sent[replica.key] = (replica, replica.leader_epoch, plog.end_offset)
-            by_topic.setdefault(replica.topic, []).append(build(
+            wanted[replica.key] = (plog.end_offset, plog.start_offset, replica.leader_epoch)
+        # A fetch session (KIP-227): only what changed is sent, only news answered.
+        session = self._session
+        send, forget = session.build(wanted)
+        by_topic: dict[str, list[object]] = {}
+        for (topic, partition), (offset, start, epoch) in send.items():
+            by_topic.setdefault(topic, []).append(build(
                 module.FetchPartition,
-                partition=replica.partition,
-                current_leader_epoch=replica.leader_epoch,
-                fetch_offset=plog.end_offset,
-                log_start_offset=plog.start_offset,
+                partition=partition,
+                current_leader_epoch=epoch,
+                fetch_offset=offset,
+                log_start_offset=start,
                 partition_max_bytes=self.partition_max_bytes,
             ))
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in forget:
+            forgotten.setdefault(topic, []).append(partition)
         request = build(
             module.FetchRequest,
             replica_id=self.manager.node_id,
@@ -248,16 +271,25 @@ class ReplicaFetcher:
             min_bytes=self.min_bytes,
             max_bytes=self.max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session.session_id,
+            session_epoch=session.epoch,
             topics=tuple(
                 build(module.FetchTopic, topic=name, partitions=tuple(parts))
                 for name, parts in by_topic.items()
             ),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(
+                build(module.ForgottenTopic, topic=name, partitions=tuple(parts))
+                for name, parts in forgotten.items()
+            ),
             rack_id="",
         )
-        response = await client.request(request, timeout=self.wait_ms / 1000 + 30)
+        try:
+            response = await client.request(request, timeout=self.wait_ms / 1000 + 30)
+        except BaseException:
+            session.handle_error()
+            raise
+        if not session.handle_response(int(response.error_code), int(response.session_id)):
+            return
         now = time.time_ns() // 1_000_000
         for topic in response.responses:
             for part in topic.partitions:
@@ -280,3 +312,5 @@ class ReplicaFetcher:
                     int(part.log_start_offset),
                     now,
                 )
+                self.manager.quotas.follower_received(replica.topic, replica.partition,
+                                                      part.records)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from chronik.cluster import znodes
+from chronik.cluster.replication_quota import ReplicationQuotas
 from chronik.cluster.znodes import PartitionState
 from chronik.protocol import errors
 from chronik.storage.errors import KafkaStorageError
@@ -120,10 +121,15 @@ class ReplicaManager:
         self._isr_news_flush: asyncio.TimerHandle | None = None
         self._retry: asyncio.TimerHandle | None = None
         self._failed_roles: set[tuple[str, int]] = set()  # logged once until taken up
+        # Replication throttles: their settings come with the view (from start()).
+        self.quotas = ReplicationQuotas(self.node_id)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        view = self.node.view
+        self.quotas.follow(view)
+        view.subscribe(lambda: self.quotas.follow(view))
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_checks())
 
     async def stop(self) -> None:
@@ -203,9 +209,11 @@ class ReplicaManager:
         if state.leader == self.node_id:
             if replica.role != LEADER or replica.leader_epoch != state.leader_epoch:
                 self._become_leader(replica, state)
-            elif state.zk_version > replica.isr_version:
-                replica.isr, replica.isr_version = state.isr, state.zk_version
-                self._maybe_advance_hw(replica)
+            else:
+                self._follow_assignment(replica)
+                if state.zk_version > replica.isr_version:
+                    replica.isr, replica.isr_version = state.isr, state.zk_version
+                    self._maybe_advance_hw(replica)
             return
         if (
             replica.role != FOLLOWER
@@ -214,6 +222,18 @@ class ReplicaManager:
         ):
             self._become_follower(replica, state)
         replica.isr, replica.isr_version = state.isr, state.zk_version
+
+    def _follow_assignment(self, replica: Replica) -> None:
+        """As leader: a reassignment added replicas (they fetch from now on, out of the
+        ISR until caught up) or removed them (their fetches count no more)."""
+        wanted = {b for b in replica.assigned if b != self.node_id}
+        if wanted == replica.followers.keys():
+            return
+        for broker in [b for b in replica.followers if b not in wanted]:
+            del replica.followers[broker]
+        for broker in wanted - replica.followers.keys():
+            replica.followers[broker] = FollowerState(last_caught_up_ms=0)
+        self._maybe_advance_hw(replica)
 
     def _become_leader(self, replica: Replica, state: PartitionState) -> None:
         plog = replica.log
@@ -446,6 +466,12 @@ class ReplicaManager:
             self._propose_isr(replica, (*replica.isr, replica_id))
         self._maybe_advance_hw(replica)
         return errors.NONE
+
+    def leader_throttled(self, topic: str, partition: int, replica_id: int) -> bool:
+        """A follower's fetch gets no records of this partition now (its throttle)."""
+        return self.quotas.leader_holds_back(
+            self.replicas.get((topic, partition)), topic, partition, replica_id
+        )
 
     def _may_join_isr(self, replica: Replica, broker: int, follower: FollowerState) -> bool:
         if replica.resigning:

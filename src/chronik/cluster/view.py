@@ -34,6 +34,10 @@ class ClusterView:
         self.controller_id = -1
         self.topics: dict[str, TopicView] = {}
         self.deleting: set[str] = set()
+        # /admin/reassign_partitions: targets asked for by Kafka's ZooKeeper-mode tools,
+        # and the znode's version (-1: none).
+        self.reassign_requests: dict[tuple[str, int], list[int]] = {}
+        self.reassign_version = -1
         # SCRAM credentials from /config/users: user -> mechanism -> Kafka's string.
         self.users: dict[str, dict[str, str]] = {}
         # Dynamic broker configs from /config/brokers: "<id>" or "<default>" -> configs.

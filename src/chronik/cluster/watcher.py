@@ -1,9 +1,10 @@
 """ZooKeeper watches that keep a ClusterView current.
 
 Every broker watches the same znodes (brokers, controller, topics, their partition
-states and configs, pending deletions, users, broker configs) rather than waiting for the
-controller's LeaderAndIsr/UpdateMetadata requests: ZooKeeper already orders and delivers
-every change to every broker, so no broker-to-broker protocol is needed for metadata, and
+states and configs, pending deletions and reassignments, users, broker configs) rather
+than waiting for the controller's LeaderAndIsr/UpdateMetadata requests: ZooKeeper
+already orders and delivers every change to every broker, so no broker-to-broker
+protocol is needed for metadata, and
 a broker that missed the controller's news (it was restarting) simply reads the znodes.
 
 Each watched znode carries one of ZooKeeper's own one-shot watches, set by reading the
@@ -146,6 +147,8 @@ class Watcher:
             (znodes.DELETE_TOPICS,
              self._children_reader(znodes.DELETE_TOPICS, self._on_deletes)),
             (znodes.TOPICS, self._children_reader(znodes.TOPICS, self._on_topics)),
+            (znodes.REASSIGN_PARTITIONS,
+             self._data_reader(znodes.REASSIGN_PARTITIONS, self._on_reassignments)),
             (znodes.CONFIG_USERS,
              self._children_reader(znodes.CONFIG_USERS, self._on_users)),
             (znodes.CONFIG_BROKERS,
@@ -412,6 +415,17 @@ class Watcher:
     def _on_controller(self, data: bytes | None, stat: Any, tracker: Tracker) -> None:
         self.session.to_loop(self._set_controller, znodes.parse_controller(data))
 
+    def _on_reassignments(self, data: bytes | None, stat: Any, tracker: Tracker) -> None:
+        try:
+            targets = znodes.parse_reassignments(data)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # Kafka's controller deletes an unreadable znode; here it is left for the
+            # operator, and read again when it changes.
+            log.warning("ignoring unreadable %s: %s", znodes.REASSIGN_PARTITIONS, exc)
+            targets = {}
+        version = stat.version if stat is not None else -1
+        self.session.to_loop(self._set_reassignments, targets, version)
+
     def _on_deletes(self, children: list[str], tracker: Tracker) -> None:
         self.session.to_loop(self._set_deleting, set(children))
 
@@ -536,6 +550,11 @@ class Watcher:
 
     def _set_controller(self, controller_id: int) -> None:
         self.view.controller_id = controller_id
+        self.view.changed()
+
+    def _set_reassignments(self, targets: dict[tuple[str, int], list[int]], version: int) -> None:
+        self.view.reassign_requests = targets
+        self.view.reassign_version = version
         self.view.changed()
 
     def _set_deleting(self, names: set[str]) -> None:

@@ -12,7 +12,12 @@
 #   /brokers/topics/<t>              {"version":3,"partitions":{"0":[2,1],...},
 #                                    "topic_id":"<base64url uuid>","adding_replicas":{},
 #                                    "removing_replicas":{}}: each partition's replicas,
-#                                    the preferred leader first
+#                                    the preferred leader first; during a reassignment
+#                                    the original and target replicas together (target
+#                                    first), with the target's new ones under
+#                                    adding_replicas and the leaving ones under
+#                                    removing_replicas (KIP-455), so a new controller
+#                                    carries on where the last one stopped
 #   /brokers/topics/<t>/partitions/<p>/state
 #                                    {"controller_epoch":E,"leader":L,"version":1,
 #                                    "leader_epoch":LE,"isr":[...]}; leader -1: none
@@ -31,6 +36,10 @@
 #                                    "users/<user>", "clients/<id>",
 #                                    "users/<user>/clients/<id>", "brokers/<id>")
 #   /admin/delete_topics/<t>         empty: a deletion asked for, done by the controller
+#   /admin/reassign_partitions       {"version":1,"partitions":[{"topic":t,"partition":p,
+#                                    "replicas":[...]}]}: reassignments asked for by
+#                                    Kafka's ZooKeeper-mode tools; the controller starts
+#                                    them and removes each partition once it completes
 #   /latest_producer_id_block        {"version":1,"broker":N,"block_start":"s",
 #                                    "block_end":"e"}: the last block of producer ids taken
 #   /kafka-acl/<Type>/<name>         {"version":1,"acls":[{"principal":"User:alice",
@@ -67,6 +76,7 @@ CONFIG_BROKERS = "/config/brokers"
 CONFIG_CLIENTS = "/config/clients"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ACLS = "/kafka-acl"
 ACLS_EXTENDED = "/kafka-acl-extended"
@@ -243,24 +253,43 @@ def parse_controller(data: bytes | None) -> int:
 
 @dataclass
 class Assignment:
-    """/brokers/topics/<t>: a topic's id and each partition's replicas."""
+    """/brokers/topics/<t>: a topic's id, each partition's replicas, and the replicas
+    being added and removed by the partitions' reassignments in progress."""
 
     topic_id: uuid.UUID
     replicas: dict[int, list[int]] = field(default_factory=dict)
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def partition_count(self) -> int:
         return len(self.replicas)
 
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def target(self, partition: int) -> list[int]:
+        """The replicas the partition ends with: all of them but those being removed."""
+        removing = self.removing.get(partition, ())
+        return [r for r in self.replicas.get(partition, ()) if r not in removing]
+
+    def original(self, partition: int) -> list[int]:
+        """The replicas the partition had before its reassignment began."""
+        adding = self.adding.get(partition, ())
+        return [r for r in self.replicas.get(partition, ()) if r not in adding]
+
 
 def assignment_value(assignment: Assignment) -> bytes:
+    def non_empty(lists: dict[int, list[int]]) -> dict[str, list[int]]:
+        return {str(p): r for p, r in sorted(lists.items()) if r}
+
     return _dump(
         {
             "version": 3,
             "partitions": {str(p): r for p, r in sorted(assignment.replicas.items())},
             "topic_id": uuid_to_kafka(assignment.topic_id),
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": non_empty(assignment.adding),
+            "removing_replicas": non_empty(assignment.removing),
         }
     )
 
@@ -269,8 +298,43 @@ def parse_assignment(data: bytes) -> Assignment:
     value = json.loads(data)
     text = value.get("topic_id")
     topic_id = uuid_from_kafka(text) if text else uuid.UUID(int=0)
+
+    def lists(key: str) -> dict[int, list[int]]:
+        found = value.get(key) or {}
+        return {int(p): [int(b) for b in r] for p, r in found.items() if r}
+
     replicas = {int(p): [int(b) for b in r] for p, r in value.get("partitions", {}).items()}
-    return Assignment(topic_id, replicas)
+    return Assignment(
+        topic_id,
+        replicas,
+        {p: r for p, r in lists("adding_replicas").items() if p in replicas},
+        {p: r for p, r in lists("removing_replicas").items() if p in replicas},
+    )
+
+
+def reassignments_value(targets: dict[tuple[str, int], list[int]]) -> bytes:
+    return _dump(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": r}
+                for (t, p), r in sorted(targets.items())
+            ],
+        }
+    )
+
+
+def parse_reassignments(data: bytes | None) -> dict[tuple[str, int], list[int]]:
+    """/admin/reassign_partitions: each partition's target replicas (empty: none)."""
+    if not data:
+        return {}
+    value = json.loads(data)
+    targets: dict[tuple[str, int], list[int]] = {}
+    for entry in value.get("partitions") or ():
+        targets[(str(entry["topic"]), int(entry["partition"]))] = [
+            int(b) for b in entry["replicas"]
+        ]
+    return targets
 
 
 @dataclass(frozen=True)

@@ -489,6 +489,29 @@ class Catalog:
         self.topics[name] = topic
         return topic
 
+    def remove_replicas(self, name: str, partitions: Iterable[int]) -> list[int]:
+        """Delete this broker's copies of ``partitions`` of a cluster topic (moved to
+        other brokers). The .meta file stops naming them first, so a crash midway leaves
+        orphan directories, removed at the next start, never a half-deleted partition
+        that is served. The partitions removed."""
+        topic = self.topics.get(name)
+        if topic is None or not topic.sparse:
+            return []
+        logs = {p: log for p in partitions if (log := topic.log(p)) is not None}
+        if not logs:
+            return []
+        for p in logs:
+            topic.partitions[p] = None
+        try:
+            self._write_meta(topic)
+        except BaseException:
+            for p, log in logs.items():
+                topic.partitions[p] = log
+            raise
+        for log in logs.values():
+            log.delete()
+        return sorted(logs)
+
     def _write_meta(self, topic: Topic) -> None:
         meta = {
             "name": topic.name,

@@ -131,14 +131,18 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
              "RecordNameStrategy or TopicRecordNameStrategy.",
              _strategy, _STRATEGY_EXPECT, "value_subject_name_strategy"),
         _def("follower.replication.throttled.replicas", TYPE_LIST, "", [],
-             "Accepted; a single node replicates nothing.", _throttled_replicas,
+             "In a cluster, the partitions each named broker throttles as a follower not in "
+             "the ISR (follower.replication.throttled.rate): * or partition:broker pairs.",
+             _throttled_replicas,
              "* or a list of partition:broker pairs"),
         _def("key.versioning.enable", TYPE_BOOLEAN, "false", [],
              "chronik's event store: number each key's records (the chronik-version header) "
              "and honour chronik-expected-version on append, with a per-key index.",
              attr="key_versioning"),
         _def("leader.replication.throttled.replicas", TYPE_LIST, "", [],
-             "Accepted; a single node replicates nothing.", _throttled_replicas,
+             "In a cluster, the partitions each named broker throttles as leader to "
+             "followers not in the ISR (leader.replication.throttled.rate): * or "
+             "partition:broker pairs.", _throttled_replicas,
              "* or a list of partition:broker pairs"),
         _def("delete.retention.ms", TYPE_LONG, "86400000", ["log.cleaner.delete.retention.ms"],
              "How long tombstones are kept on compacted topics.",
