@@ -70,16 +70,17 @@ def send(
     api: tuple[int, int],
     security: Any,
     connect_timeout: float,
-    timeout: float | None = None,
+    answer_within: float | None = None,
     **fields: Any,
 ) -> Any:
-    """One request to the broker at host:port; its decoded response."""
+    """One request to the broker at host:port; its decoded response (`fields` are the
+    request's, `answer_within` how long the answer may take)."""
     request = build(load_request_schema(*api), **fields)
 
     async def go() -> Any:
         client = BrokerClient(host, port, "chronik-cli", connect_timeout, security)
         try:
-            return await client.request(request, timeout or connect_timeout + 10)
+            return await client.request(request, answer_within or connect_timeout + 10)
         finally:
             client.close()
 

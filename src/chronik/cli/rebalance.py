@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from chronik.cli.args import non_negative_int, positive_float
+from chronik.cli.clients import OPERATION_TIMEOUT
 from chronik.cli.errors import CliError
 from chronik.cli.partitions import VERIFY_WARNING, apply_throttle, start
 from chronik.cli.reassignment_json import format_reassignment, partition_name
@@ -100,9 +101,12 @@ def decommission(args: argparse.Namespace) -> int:
         return status
     left = [tp for tp, r in admin.topology().replicas.items() if broker in r]
     if left:
+        # The broker is still registered, so a partition created meanwhile may have been
+        # given a replica on it.
         raise CliError(f"broker {broker} still holds {len(left)} replicas "
                        f"({', '.join(map(partition_name, left[:5]))}"
-                       f"{', ...' if len(left) > 5 else ''})")
+                       f"{', ...' if len(left) > 5 else ''}): created meanwhile? run "
+                       "the command again")
     print(f"Broker {broker} holds no replicas now: it may be stopped.")
     return 0
 
@@ -136,18 +140,20 @@ def movable(topology: Topology, what: str, only: set[TP] | None = None) -> dict[
 def amount(value: int, in_bytes: bool) -> str:
     if not in_bytes:
         return f"{value} record{'' if value == 1 else 's'}"
+    if value < 1024:
+        return f"{value} byte{'' if value == 1 else 's'}"
     size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{value} B" if unit == "B" else f"{size:.1f} {unit} ({value} B)"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
         size /= 1024
-    raise AssertionError
+        if size < 1024 or unit == "TiB":
+            break
+    return f"{size:.1f} {unit} ({value} bytes)"
 
 
 def show(proposal: Plan, topology: Topology, in_bytes: bool, sizes: Mapping[TP, int]) -> None:
     if not in_bytes:
-        print("Sizes are estimated in records from each partition's offsets (the cluster "
-              "does not serve DescribeLogDirs).")
+        print("Sizes are estimated from each partition's offsets, in records rather than "
+              "bytes: the cluster does not serve DescribeLogDirs.")
     rows = [
         (
             b,
@@ -212,8 +218,16 @@ def carry_out(
         admin.clear_throttles(sorted(brokers & set(topology.brokers)),
                               sorted({t for t, _ in proposal.proposed}))
         print("The replication throttles were removed.")
-    after = admin.topology(sorted({t for t, _ in proposal.proposed}))
-    differ = [tp for tp, r in proposal.proposed.items() if after.replicas.get(tp) != r]
+    # The broker answering Metadata learns the completed assignment through its
+    # ZooKeeper watch, a moment after the controller wrote it.
+    topics = sorted({t for t, _ in proposal.proposed})
+    deadline = time.monotonic() + OPERATION_TIMEOUT
+    while True:
+        after = admin.topology(topics)
+        differ = [tp for tp, r in proposal.proposed.items() if after.replicas.get(tp) != r]
+        if not differ or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_SECONDS)
     if differ:
         raise CliError(
             f"{len(differ)} partition{'s' if len(differ) > 1 else ''} did not end as planned "
