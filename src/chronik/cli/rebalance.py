@@ -93,7 +93,7 @@ def decommission(args: argparse.Namespace) -> int:
                         rack_aware=not args.disable_rack_aware)
     except PlanError as exc:
         raise CliError(str(exc)) from None
-    show(proposal, topology, in_bytes, sizes)
+    show(proposal, topology, in_bytes, sizes, leaving=broker)
     if args.dry_run:
         return 0
     status = carry_out(admin, args, proposal, topology)
@@ -150,7 +150,10 @@ def amount(value: int, in_bytes: bool) -> str:
     return f"{size:.1f} {unit} ({value} bytes)"
 
 
-def show(proposal: Plan, topology: Topology, in_bytes: bool, sizes: Mapping[TP, int]) -> None:
+def show(
+    proposal: Plan, topology: Topology, in_bytes: bool, sizes: Mapping[TP, int],
+    leaving: int | None = None,
+) -> None:
     if not in_bytes:
         print("Sizes are estimated from each partition's offsets, in records rather than "
               "bytes: the cluster does not serve DescribeLogDirs.")
@@ -180,14 +183,21 @@ def show(proposal: Plan, topology: Topology, in_bytes: bool, sizes: Mapping[TP, 
     moved_partitions = len({m.partition for m in proposal.moves})
     reordered = len(proposal.proposed) - moved_partitions
     print()
-    print(
+    if leaving is None:
+        least = (f"at least {amount(proposal.minimum_moved, in_bytes)} must move to balance "
+                 "the replica counts")
+    else:
+        least = f"every replica of broker {leaving}"
+    line = (
         f"Moves {len(proposal.moves)} replica{'' if len(proposal.moves) == 1 else 's'} of "
         f"{moved_partitions} partition{'' if moved_partitions == 1 else 's'}: "
-        f"{amount(proposal.moved, in_bytes)} (at least {amount(proposal.minimum_moved, in_bytes)}"
-        " must move to balance the replica counts); "
-        f"{reordered} more partition{'' if reordered == 1 else 's'} only change their "
-        "preferred leader."
+        f"{amount(proposal.moved, in_bytes)} ({least})"
     )
+    if reordered == 1:
+        line += "; 1 more partition only changes its preferred leader"
+    elif reordered:
+        line += f"; {reordered} more partitions only change their preferred leader"
+    print(line + ".")
     print("Proposed partition reassignment configuration")
     print(format_reassignment(proposal.proposed))
 
