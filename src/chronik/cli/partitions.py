@@ -279,8 +279,8 @@ def verify(admin: ClusterAdmin, plan: Mapping[TP, Sequence[int]], preserve: bool
 def clear_throttles(admin: ClusterAdmin, plan: Mapping[TP, Sequence[int]]) -> None:
     """Kafka's clearAllThrottles: every broker's rates (they cannot tell which brokers an
     earlier reassignment involved) and the plan's topics' throttled replicas."""
-    live = set(admin.topology(()).brokers)
-    brokers = sorted(live | {b for r in plan.values() for b in r if b in live})
+    # Kafka adds the plan's brokers to the cluster's; one not live could not be altered.
+    brokers = sorted(admin.topology(()).brokers)
     topics = sorted({t for t, _ in plan})
     print(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
           f"{','.join(map(str, brokers))}")

@@ -249,19 +249,34 @@ def carry_out(
 def wait_for(admin: ClusterAdmin, targets: Mapping[TP, Sequence[int]],
              timeout: float | None) -> bool:
     """Until none of the partitions is being reassigned; False after `timeout`."""
+    try:
+        return _wait(admin, targets, timeout)
+    except KeyboardInterrupt:
+        print("chronik: stopped waiting; the reassignments go on (see `chronik partitions "
+              "reassign --list`)", file=sys.stderr)
+        raise
+
+
+def _wait(admin: ClusterAdmin, targets: Mapping[TP, Sequence[int]],
+          timeout: float | None) -> bool:
     deadline = None if timeout is None else time.monotonic() + timeout
     total, shown = len(targets), -1
     while True:
-        left = len(admin.ongoing(targets))
+        ongoing = admin.ongoing(targets)
+        left = len(ongoing)
         if left != shown:
             print(f"{total - left} of {total} partition reassignments done.", flush=True)
             shown = left
         if not left:
             return True
         if deadline is not None and time.monotonic() >= deadline:
-            print(f"chronik: error: {left} partition reassignments still in progress after "
-                  f"{timeout:g}s; they go on (see `chronik partitions reassign --list`)",
-                  file=sys.stderr)
+            names = ", ".join(
+                f"{partition_name(tp)} adding {','.join(map(str, o.adding)) or '-'}"
+                for tp, o in sorted(ongoing.items())[:5]
+            )
+            print(f"chronik: error: {left} partition reassignment{'s' if left > 1 else ''} "
+                  f"still in progress after {timeout:g}s ({names}{', ...' if left > 5 else ''});"
+                  " they go on (see `chronik partitions reassign --list`)", file=sys.stderr)
             return False
         time.sleep(POLL_SECONDS)
 
