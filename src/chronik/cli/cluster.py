@@ -1,5 +1,7 @@
 """`chronik cluster describe`: the brokers of a cluster, its controller and who leads what;
-`chronik cluster elect-leaders`: preferred or unclean leader election (kafka-leader-election).
+`chronik cluster elect-leaders`: preferred or unclean leader election (kafka-leader-election);
+`chronik cluster rebalance` and `chronik cluster decommission BROKER` (chronik.cli.rebalance):
+replicas and leaders spread evenly, or moved off a broker.
 
 Everything comes over the Kafka protocol from the one broker given: DescribeCluster for
 the cluster id, the controller and each broker's rack, and Metadata for every partition's
@@ -49,11 +51,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "unclean: any live replica of a partition without a leader (may lose records)",
     )
     add_bootstrap(elect)
+    from chronik.cli.rebalance import add_plan_arguments
+
+    rebalance = sub.add_parser(
+        "rebalance",
+        help="spread replicas and leaders evenly over the live brokers, moving little data",
+    )
+    rebalance.add_argument("--topic", action="append", metavar="TOPIC",
+                           help="only the partitions of this topic (repeatable)")
+    add_plan_arguments(rebalance)
+    add_bootstrap(rebalance)
+    decommission = sub.add_parser(
+        "decommission", help="move every replica off a broker so it may be stopped"
+    )
+    decommission.add_argument("broker", type=non_negative_int, metavar="BROKER_ID")
+    add_plan_arguments(decommission)
+    add_bootstrap(decommission)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "elect-leaders":
         return elect_leaders(args)
+    if args.action in ("rebalance", "decommission"):
+        from chronik.cli import rebalance
+
+        return rebalance.rebalance(args) if args.action == "rebalance" else (
+            rebalance.decommission(args)
+        )
     cluster = Cluster.from_args(args)
     metadata = cluster.metadata()  # fails with one line when no broker answers
     print_view(view_of(cluster, metadata))

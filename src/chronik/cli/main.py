@@ -23,7 +23,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("chronik.cli.groups", "list, describe, reset and delete consumer groups"),
     "offsets": ("chronik.cli.offsets", "earliest and latest offset of each partition"),
     "bench": ("chronik.cli.bench", "producer and consumer throughput and latency"),
-    "cluster": ("chronik.cli.cluster", "brokers, the controller and partition leaders"),
+    "cluster": (
+        "chronik.cli.cluster",
+        "brokers, the controller, leaders; rebalance replicas or decommission a broker",
+    ),
+    "partitions": (
+        "chronik.cli.partitions",
+        "move partition replicas between brokers (kafka-reassign-partitions)",
+    ),
     "users": ("chronik.cli.users", "add, delete and list SCRAM users"),
     "acls": ("chronik.cli.acls", "add, list and remove ACL bindings"),
     "events": ("chronik.cli.events", "read and append one key's events (versioned topics)"),

@@ -16,17 +16,12 @@ security settings.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import ssl
 from typing import Any
 
-from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
-
 from chronik.cli.args import add_bootstrap
-from chronik.cli.clients import load_command_config
+from chronik.cli.broker_requests import ask, error_name
 from chronik.cli.errors import CliError
-from chronik.cluster.replica_client import BrokerClient, BrokerUnreachable, request_module
+from chronik.cluster.replica_client import request_module
 from chronik.protocol.compat import build
 
 DESCRIBE = (48, 1)
@@ -119,10 +114,11 @@ def _alter(args: argparse.Namespace, parts: list[list[Any]]) -> int:
         entity=tuple(build(module.EntityData, entity_type=t, entity_name=n) for t, n, _ in parts),
         ops=tuple(build(module.OpData, key=k, value=v, remove=r) for k, (v, r) in ops.items()),
     )
-    response = _ask(args, ALTER, entries=(entry,), validate_only=args.validate_only)
+    response = ask(args, ALTER, entries=(entry,), validate_only=args.validate_only)
     for result in response.entries:
         if int(result.error_code):
-            raise CliError(f"{_error(result.error_code)}: {result.error_message or ''}".rstrip())
+            message = result.error_message or ""
+            raise CliError(f"{error_name(result.error_code)}: {message}".rstrip())
     what = "would be" if args.validate_only else "were"
     print(f"Quota configs of {_name([(t, n) for t, n, _ in parts])} {what} altered.")
     return 0
@@ -141,10 +137,10 @@ def _describe(args: argparse.Namespace, parts: list[list[Any]]) -> int:
                   match=name)
         )
     # As kafka-configs: the entities of exactly the types named (all of them without any).
-    response = _ask(args, DESCRIBE, components=tuple(components), strict=bool(parts))
+    response = ask(args, DESCRIBE, components=tuple(components), strict=bool(parts))
     if int(response.error_code):
         raise CliError(
-            f"{_error(response.error_code)}: {response.error_message or ''}".rstrip()
+            f"{error_name(response.error_code)}: {response.error_message or ''}".rstrip()
         )
     for entry in response.entries or ():
         entity = [(e.entity_type, e.entity_name) for e in entry.entity]
@@ -160,63 +156,3 @@ def _name(entity: list[tuple[str, str | None]]) -> str:
         word = WORDS.get(entity_type, entity_type)
         words.append(f"the default {word}" if name is None else f"{word} '{name}'")
     return ", ".join(words)
-
-
-def _error(value: Any) -> str:
-    try:
-        return ErrorCode(int(value)).name.upper()
-    except ValueError:
-        return f"error {int(value)}"
-
-
-def _security(conf: dict[str, Any]) -> Any:
-    """The broker client's security from librdkafka-style settings."""
-    from chronik.security.broker_security import ClientSecurity
-    from chronik.security.sasl_client import Credentials
-
-    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
-    if protocol == "PLAINTEXT":
-        return None
-    tls = None
-    if protocol in ("SSL", "SASL_SSL"):
-        tls = ssl.create_default_context(cafile=conf.get("ssl.ca.location"))
-        if str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() in ("", "none"):
-            tls.check_hostname = False
-        if conf.get("ssl.certificate.location"):
-            tls.load_cert_chain(
-                conf["ssl.certificate.location"],
-                conf.get("ssl.key.location"),
-                conf.get("ssl.key.password"),
-            )
-    mechanism = credentials = None
-    if protocol.startswith("SASL_"):
-        mechanism = str(conf.get("sasl.mechanism") or conf.get("sasl.mechanisms") or "GSSAPI")
-        user, password = conf.get("sasl.username"), conf.get("sasl.password")
-        if user is None or password is None:
-            raise CliError(f"{protocol} needs sasl.username and sasl.password "
-                           "(or sasl.jaas.config) in --command-config")
-        credentials = Credentials(str(user), str(password))
-    return ClientSecurity("CLI", protocol, tls, mechanism, credentials)
-
-
-def _ask(args: argparse.Namespace, api: tuple[int, int], **fields: Any) -> Any:
-    try:
-        security = _security(load_command_config(args.command_config))
-    except (OSError, ValueError, ssl.SSLError) as exc:
-        raise CliError(f"--command-config: {exc}") from None
-    first = args.bootstrap_server.split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    request = build(load_request_schema(*api), **fields)
-
-    async def go() -> Any:
-        client = BrokerClient(host.strip("[]") or "127.0.0.1", int(port), "chronik-cli",
-                              args.connect_timeout, security)
-        try:
-            return await client.request(request, args.connect_timeout + 10)
-        finally:
-            client.close()
-
-    try:
-        return asyncio.run(go())
-    except BrokerUnreachable as exc:
-        raise CliError(f"broker {first} did not answer: {exc}") from None
