@@ -157,6 +157,15 @@ def in_sync(admin: AdminClient, topics: list[str]) -> bool:
                for t in topics for m in metas[t].partitions.values())
 
 
+def copies_equal(cluster: MoveCluster, topics: list[str]) -> bool:
+    """Whether every copy of each partition has as many bytes as the others (an ISR may
+    be full before its followers have fetched the last batches)."""
+    sizes: dict[TP, set[int]] = {}
+    for (_, tp), size in on_disk(cluster, topics).items():
+        sizes.setdefault(tp, set()).add(size)
+    return all(len(s) == 1 for s in sizes.values())
+
+
 # -- the chronik CLI -----------------------------------------------------------------------
 
 
@@ -245,7 +254,9 @@ def fill(cluster: MoveCluster, topics: list[str], settings: Settings) -> dict[st
                 except BufferError:
                     producer.poll(0.05)
             producer.poll(0)
-    if producer.flush(300) != 0:
+    left = producer.flush(300)
+    del producer  # its connections closed now, not when the brokers stop
+    if left:
         raise RuntimeError("records left unsent after 300 s")
     return counts
 
@@ -326,7 +337,8 @@ def run(settings: Settings) -> dict[str, Any]:
             topics.append(topic)
         t0 = time.monotonic()
         counts = fill(cluster, topics, settings)
-        wait_for(lambda: in_sync(admin, topics), "full ISRs after filling", 300)
+        wait_for(lambda: in_sync(admin, topics) and copies_equal(cluster, topics),
+                 "every replica holding every record", 300)
         fill_s = time.monotonic() - t0
         cluster.add(range(FIRST + 1, FIRST + JOINING + 1))
         start, leaders = assignment(admin, topics)
