@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from chronik.protocol import errors
 
+from .cli_support import chronik
 from .cluster_support import Cluster, wait_until
 from .helpers import (
     RawClient,
@@ -189,6 +190,12 @@ def test_reassignment_survives_kills_and_a_cancel_rolls_back(cluster_factory) ->
         listed = wait_until(lambda: ongoing(controller(cluster)).get((topic, 0)),
                             "the reassignment listed")
         assert listed == ([2, 4, 1], [4], [1])
+        # kafka-topics --describe's columns for a partition being moved.
+        shown = chronik("topics", "describe", topic, bootstrap=controller(cluster))
+        assert shown.returncode == 0, shown.stderr
+        (line,) = [ln for ln in shown.stdout.splitlines() if "\tPartition: 0\t" in ln]
+        assert "\tReplicas: 2,4,1\t" in line, line
+        assert line.endswith("\tAdding Replicas: 4\tRemoving Replicas: 1"), line
         assert cluster.get_json(f"/brokers/topics/{topic}")["adding_replicas"] == {
             "0": [4], "1": [4]
         }

@@ -249,6 +249,30 @@ def test_wrong_password_is_refused_and_retried(setup: Setup) -> None:
         broker.terminate()
 
 
+def test_controlled_shutdown_goes_to_the_controller_over_sasl_ssl(setup: Setup) -> None:
+    """A broker stopped asks the controller over INTERNAL, as the brokers' super user
+    (ControlledShutdown needs CLUSTER_ACTION), and hands its leadership on first."""
+    cluster = setup.cluster
+    topic = "inter-broker-controlled"
+    admin = AdminClient(setup.client_conf(1))
+    admin.create_topics(
+        [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)],
+        operation_timeout=30, request_timeout=30,
+    )[topic].result(timeout=60)
+    wait_full_isr(cluster, topic, PARTITIONS)
+    victim = next(i for i in cluster.ids if i != cluster.controller_id())
+    led = [p for p in range(PARTITIONS)
+           if cluster.partition_state(topic, p)["leader"] == victim]
+    assert cluster.stop(victim) == 0
+    assert "controlled shutdown succeeded" in cluster.log_text(victim), \
+        cluster.log_text(victim)[-3000:]
+    for p in led:
+        state = cluster.partition_state(topic, p)
+        assert state["leader"] != victim and victim not in state["isr"], state
+    cluster.start(victim)
+    wait_full_isr(cluster, topic, PARTITIONS)
+
+
 def serve_error(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[str]:
     config = {
         "zookeeper.connect": "127.0.0.1:1/unused",

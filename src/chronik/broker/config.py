@@ -74,6 +74,10 @@ BROKER_DEFAULTS: dict[str, str] = {
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "300",
     "leader.imbalance.per.broker.percentage": "10",
+    # Controlled shutdown (cluster mode): leadership handed on before a broker stops.
+    "controlled.shutdown.enable": "true",
+    "controlled.shutdown.max.retries": "3",
+    "controlled.shutdown.retry.backoff.ms": "5000",
     # The schema registry's topic (Confluent's kafkastore.topic.replication.factor),
     # capped to the live brokers when _schemas is created.
     "schema.registry.topic.replication.factor": "3",
@@ -92,7 +96,9 @@ CLUSTER_KEYS = ("zookeeper.connect", "zookeeper.session.timeout.ms",
                 "replica.high.watermark.checkpoint.interval.ms", "num.replica.fetchers",
                 "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
                 "leader.imbalance.per.broker.percentage", "offsets.topic.replication.factor",
-                "transaction.state.log.replication.factor", "transaction.state.log.min.isr")
+                "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+                "controlled.shutdown.enable", "controlled.shutdown.max.retries",
+                "controlled.shutdown.retry.backoff.ms")
 
 # Kafka settings that only matter to a replicated cluster, or to parts chronik
 # does not have; accepted so that an existing config file works, and reported.
@@ -120,6 +126,7 @@ IGNORED_PREFIXES = (
     "default.replication.factor",
     "auto.leader.rebalance.enable",
     "leader.imbalance.",
+    "controlled.shutdown.",
     "ssl.",
     "sasl.",
     "metadata.",
@@ -228,6 +235,15 @@ class BrokerConfig:
         )
         self.leader_imbalance_percentage = self._at_least(
             "leader.imbalance.per.broker.percentage", 0
+        )
+        self.controlled_shutdown = _bool(
+            self.values["controlled.shutdown.enable"], "controlled.shutdown.enable"
+        )
+        self.controlled_shutdown_max_retries = self._at_least(
+            "controlled.shutdown.max.retries", 0
+        )
+        self.controlled_shutdown_backoff_ms = self._at_least(
+            "controlled.shutdown.retry.backoff.ms", 0
         )
         if not self.clustered and self.default_replication_factor != 1:
             raise ConfigError("default.replication.factor must be 1 on a single-node broker")

@@ -316,7 +316,11 @@ class Broker:
         self.started.set()
 
     async def stop(self) -> None:
-        """Stop accepting, finish in-flight requests, flush, close."""
+        """Stop accepting, finish in-flight requests, flush, close. In a cluster the
+        leadership of this broker's partitions is handed on first (controlled shutdown),
+        while it still answers."""
+        if self.cluster is not None and not self._stopping:
+            await self.cluster.controlled_shutdown()
         # A compaction pass stops at its next batch; cancelling the retention task below
         # waits for its worker, so nothing writes once the logs are closed.
         self._stopping = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -136,9 +137,25 @@ def describe(cluster: Cluster, args: argparse.Namespace) -> int:
         )
     configs = topic_configs(cluster, [t.topic for t in topics])
     only = partition_filter(args)
+    moving = reassignments(args, {t.topic for t in topics})
     for topic in topics:
-        print_topic(topic, configs.get(topic.topic), only)
+        print_topic(topic, configs.get(topic.topic), only, moving)
     return 0
+
+
+def reassignments(args: argparse.Namespace, names: set[str]) -> dict[tuple[str, int], Any]:
+    """The partitions of ``names`` being reassigned (ListPartitionReassignments), as
+    kafka-topics --describe shows them; none from a cluster that does not serve it or
+    refuses to list them."""
+    from chronik.cli.reassignments import LIST, ClusterAdmin
+
+    admin = ClusterAdmin(args)
+    try:
+        if not names or not admin.serves(LIST[0]):
+            return {}
+        return {tp: r for tp, r in admin.ongoing().items() if tp[0] in names}
+    except CliError:
+        return {}
 
 
 def unavailable(p: PartitionMetadata) -> bool:
@@ -162,13 +179,14 @@ def print_topic(
     topic: TopicMetadata,
     configs: dict[str, str] | None,
     only: Callable[[PartitionMetadata], bool] | None = None,
+    moving: dict[tuple[str, int], Any] | None = None,
 ) -> None:
     partitions = [topic.partitions[p] for p in sorted(topic.partitions)]
     if only is not None:
         # Like kafka-topics with a partition filter: only those partitions, no header.
         for p in partitions:
             if only(p):
-                print_partition(topic.topic, p)
+                print_partition(topic.topic, p, (moving or {}).get((topic.topic, p.id)))
         return
     replication = len(partitions[0].replicas) if partitions else 0
     if configs is None:
@@ -180,10 +198,10 @@ def print_topic(
         f"ReplicationFactor: {replication}\tConfigs: {shown}"
     )
     for p in partitions:
-        print_partition(topic.topic, p)
+        print_partition(topic.topic, p, (moving or {}).get((topic.topic, p.id)))
 
 
-def print_partition(topic: str, p: PartitionMetadata) -> None:
+def print_partition(topic: str, p: PartitionMetadata, moving: Any = None) -> None:
     # Kafka's kafka-topics prints "Leader: none" for a partition whose replicas are all down.
     leader = str(p.leader) if p.leader >= 0 else "none"
     replicas = ",".join(map(str, p.replicas))
@@ -192,6 +210,10 @@ def print_partition(topic: str, p: PartitionMetadata) -> None:
         f"\tTopic: {topic}\tPartition: {p.id}\tLeader: {leader}\t"
         f"Replicas: {replicas}\tIsr: {isrs}"
     )
+    if moving is not None:
+        # As kafka-topics: a partition being reassigned shows what it adds and removes.
+        line += (f"\tAdding Replicas: {','.join(map(str, moving.adding))}"
+                 f"\tRemoving Replicas: {','.join(map(str, moving.removing))}")
     if p.error is not None:
         line += f"\tError: {describe_kafka_error(p.error)}"
     print(line)

@@ -16,7 +16,8 @@ The reassignments in progress live in ZooKeeper, so a new controller takes them 
 Leader election is Kafka's clean election: the first replica, in assignment order, that
 is alive and in the ISR. With none, the partition goes offline (leader -1) and keeps its
 ISR, so the broker that had it leads it again when it returns and nothing acknowledged
-is lost.
+is lost. A broker in controlled shutdown is neither elected nor kept in an ISR another
+live member holds (chronik.cluster.controlled_shutdown).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
-from chronik.cluster import reassignment, znodes
+from chronik.cluster import controlled_shutdown, reassignment, znodes
+from chronik.cluster.controlled_shutdown import ShuttingDown
 from chronik.cluster.reassignment import Refused
 from chronik.cluster.session import ZkSession
 from chronik.cluster.view import ClusterView, TopicView
@@ -45,7 +47,12 @@ log = logging.getLogger("chronik.cluster.controller")
 # Partition states written in one ZooKeeper transaction.
 WRITE_CHUNK = 100
 RETRY_SECONDS = 0.5
+# How long a topic's reassignments wait for the view to read back this controller's
+# write of its znode, at most.
+WRITTEN_WAIT_SECONDS = 5.0
 MAX_RETRY_SECONDS = 5.0
+# Writes of a controlled shutdown's states tried before it answers with what remains.
+SHUTDOWN_WRITE_ATTEMPTS = 5
 
 
 _ELECTION_NAMES = {0: "preferred", 1: "unclean"}
@@ -150,10 +157,11 @@ class Controller:
         # (topic id, partition): the next pass starts from them, not from older news.
         self._written: dict[tuple[object, int], PartitionState] = {}
         # Topic znodes this controller wrote, and their version then: a topic whose view
-        # is older waits for the watch before its reassignments are looked at again.
-        self._topics_written: dict[str, int] = {}
-        # Brokers in a controlled shutdown: never elected leader meanwhile.
-        self.shutting_down: set[int] = set()
+        # is older waits for the watch before its reassignments are looked at again
+        # (for WRITTEN_WAIT_SECONDS at most).
+        self._topics_written: dict[str, tuple[int, float]] = {}
+        # Brokers in controlled shutdown (chronik.cluster.controlled_shutdown).
+        self.shutting_down = ShuttingDown()
 
     # -- office ---------------------------------------------------------------------
 
@@ -206,6 +214,7 @@ class Controller:
         if not self.active:
             return
         self.active = False
+        self.shutting_down.clear()
         log.info("broker %d is no longer the controller: %s", self.node_id, why)
         for task in (self._task, self._rebalancer):
             if task is not None:
@@ -275,6 +284,7 @@ class Controller:
             log.info("controller: deleted topic %s", name)
         await self._advance_reassignments()
         live = set(self.view.brokers)
+        self.shutting_down.prune(self.view.brokers)
         writes: list[tuple[TopicView, int, PartitionState, bool]] = []
         moved: dict[tuple[int, int], list[str]] = {}
         current = {(t.assignment.topic_id, p) for t in self.view.topics.values()
@@ -287,7 +297,9 @@ class Controller:
             unclean = self._unclean(topic)
             for partition, replicas in sorted(topic.assignment.replicas.items()):
                 old = self._current(topic, partition)
-                new = elect(replicas, old, live, self.epoch, unclean)
+                new = controlled_shutdown.elect_around(
+                    elect, replicas, old, live, self.shutting_down, self.epoch, unclean
+                )
                 if new is not None:
                     writes.append((topic, partition, new, old is None))
                     if old is not None and old.leader != new.leader:
@@ -344,11 +356,14 @@ class Controller:
             state = self._current(topic, partition)
             new: PartitionState | None = None
             if election_type == 0:
-                code, new = elect_preferred(replicas, state, live, self.epoch)
+                code, new = elect_preferred(replicas, state, live - set(self.shutting_down),
+                                            self.epoch)
             elif state is not None and state.leader in live:
                 code = errors.ELECTION_NOT_NEEDED
             else:
-                new = elect(replicas, state, live, self.epoch, unclean=True)
+                new = controlled_shutdown.elect_around(
+                    elect, replicas, state, live, self.shutting_down, self.epoch, True
+                )
                 code = errors.NONE if new is not None and new.leader >= 0 else (
                     errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 )
@@ -365,6 +380,26 @@ class Controller:
                      topic.name, partition, state.leader)
         return results
 
+    async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Kafka's ControlledShutdown on the controller (chronik.cluster.controlled_shutdown):
+        the partitions ``broker`` still leads once the others are handed on."""
+        if not self.active:
+            raise NotController()
+        self.shutting_down.admit(self.view.brokers, broker, broker_epoch)
+        before = controlled_shutdown.snapshot(self.view, self._current, broker)
+        for _ in range(SHUTDOWN_WRITE_ATTEMPTS):
+            writes = controlled_shutdown.plan(self.view, self._current, self.shutting_down,
+                                              broker, elect, self.epoch, self._unclean)
+            try:
+                await self._write(writes)
+                break
+            except StaleView:  # a leader changed an ISR meanwhile: planned again from it
+                await asyncio.sleep(RETRY_SECONDS / 10)
+        remaining = controlled_shutdown.still_led(self.view, self._current, broker)
+        after = controlled_shutdown.snapshot(self.view, self._current, broker)
+        controlled_shutdown.report(broker, before, after, remaining)
+        return remaining
+
     async def _rebalance_loop(self) -> None:
         assert self.rebalance_interval is not None
         while self.active:
@@ -380,7 +415,7 @@ class Controller:
         """Partitions to hand back to their preferred leader: those of every broker whose
         share of not-led preferred partitions is over leader.imbalance.per.broker.percentage
         (Kafka's checkAndTriggerAutoLeaderRebalance)."""
-        live = set(self.view.brokers)
+        live = set(self.view.brokers) - set(self.shutting_down)
         preferred: dict[int, list[tuple[str, int, bool]]] = {}
         for topic in self.view.topics.values():
             if topic.name in self.view.deleting:
@@ -430,7 +465,10 @@ class Controller:
                 by_topic.setdefault(name, []).append((partition, target))
         brokers = set(self.view.brokers)
         for name, items in sorted(by_topic.items()):
-            outcome = await self.session.run(self._write_reassignments, name, items, brokers)
+            outcome, version = await self.session.run(
+                self._write_reassignments, name, items, brokers
+            )
+            self._topic_written(name, version)
             for partition, result in outcome.items():
                 results[(name, partition)] = result
         # The API's word replaces whatever /admin/reassign_partitions asked for them.
@@ -438,12 +476,18 @@ class Controller:
         self._dirty.set()
         return results
 
+    def _topic_written(self, name: str, version: int | None) -> None:
+        if version is not None:
+            deadline = asyncio.get_running_loop().time() + WRITTEN_WAIT_SECONDS
+            self._topics_written[name] = (version, deadline)
+
     def _write_reassignments(
         self, name: str, items: list[tuple[int, list[int] | None]], brokers: set[int]
-    ) -> dict[int, tuple[int, str | None]]:
+    ) -> tuple[dict[int, tuple[int, str | None]], int | None]:
         """On a ZooKeeper thread: the new replica lists of ``items`` written into the
         topic's znode, read afresh and written conditionally on its version (a broker
-        adding partitions meanwhile makes it go round again)."""
+        adding partitions meanwhile makes it go round again). Each partition's result,
+        and the znode's version once written (None: nothing written)."""
         client = self.session.client
         assert client is not None
         path = znodes.topic_path(name)
@@ -452,7 +496,7 @@ class Controller:
                 data, stat = client.get(path)
             except NoNodeError:
                 return {p: (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
-                        for p, _ in items}
+                        for p, _ in items}, None
             assignment = znodes.parse_assignment(data)
             results: dict[int, tuple[int, str | None]] = {}
             changed = False
@@ -470,23 +514,23 @@ class Controller:
                          "removing %s)", name, partition, what, change.replicas,
                          change.adding, change.removing)
             if not changed:
-                return results
+                return results, None
             txn = client.transaction()
             txn.check(znodes.CONTROLLER_EPOCH, self._epoch_version)
             txn.set_data(path, znodes.assignment_value(assignment), stat.version)
             outcome = txn.commit()
             if not any(isinstance(r, Exception) for r in outcome):
-                self._topics_written[name] = stat.version + 1
-                return results
+                return results, stat.version + 1
             if isinstance(outcome[0], (BadVersionError, NoNodeError)):
                 raise NotController()
 
     async def _advance_reassignments(self) -> None:
         """Start what /admin/reassign_partitions asks for, complete every reassignment
         whose target replicas are all in sync, and take finished ones off the znode."""
-        for name, version in list(self._topics_written.items()):
+        now = asyncio.get_running_loop().time()
+        for name, (version, deadline) in list(self._topics_written.items()):
             topic = self.view.topics.get(name)
-            if topic is None or topic.zk_version >= version:
+            if topic is None or topic.zk_version >= version or now > deadline:
                 del self._topics_written[name]
         live = set(self.view.brokers)
         finished: set[tuple[str, int]] = set()
@@ -515,7 +559,10 @@ class Controller:
                     continue
                 starts.setdefault(name, []).append((partition, target))
         for name, items in sorted(starts.items()):
-            outcome = await self.session.run(self._write_reassignments, name, items, live)
+            outcome, version = await self.session.run(
+                self._write_reassignments, name, items, live
+            )
+            self._topic_written(name, version)
             for partition, (code, message) in outcome.items():
                 if code != errors.NONE:
                     log.warning("controller: reassignment of %s-%d refused: %s", name,
@@ -538,16 +585,16 @@ class Controller:
                 if state is not None:
                     done.append((partition, state))
             if done:
-                await self.session.run(self._complete_reassignments, topic, done)
+                await self._complete_reassignments(topic, done)
         await self._drop_requests(finished)
 
-    def _complete_reassignments(
+    async def _complete_reassignments(
         self, topic: TopicView, done: list[tuple[int, PartitionState]]
     ) -> None:
-        """On a ZooKeeper thread: the topic's replica lists become the targets and the
-        partitions' states their new leaders and ISRs, in one transaction."""
-        client = self.session.client
-        assert client is not None
+        """The topic's replica lists become the targets and the partitions' states their
+        new leaders and ISRs, in one transaction. What it is based on is taken here, on
+        the loop: the view changes under a ZooKeeper thread (this very write's watch)."""
+        name, version = topic.name, topic.zk_version
         assignment = znodes.Assignment(
             topic.assignment.topic_id,
             {p: list(r) for p, r in topic.assignment.replicas.items()},
@@ -557,27 +604,34 @@ class Controller:
         for partition, _ in done:
             target = assignment.target(partition)
             reassignment.apply(assignment, partition, reassignment.Change(target, [], []))
+        await self.session.run(self._write_completion, name, version, assignment, done)
+        self._topic_written(name, version + 1)
+        for partition, state in done:
+            self._written[(assignment.topic_id, partition)] = dataclasses.replace(
+                state, zk_version=state.zk_version + 1
+            )
+            log.info("controller: reassignment of %s-%d completed: replicas %s, leader %d, "
+                     "isr %s", name, partition, assignment.replicas[partition],
+                     state.leader, list(state.isr))
+
+    def _write_completion(
+        self, name: str, version: int, assignment: znodes.Assignment,
+        done: list[tuple[int, PartitionState]],
+    ) -> None:
+        client = self.session.client
+        assert client is not None
         txn = client.transaction()
         txn.check(znodes.CONTROLLER_EPOCH, self._epoch_version)
-        txn.set_data(znodes.topic_path(topic.name), znodes.assignment_value(assignment),
-                     topic.zk_version)
+        txn.set_data(znodes.topic_path(name), znodes.assignment_value(assignment), version)
         for partition, state in done:
-            txn.set_data(znodes.state_path(topic.name, partition), znodes.state_value(state),
+            txn.set_data(znodes.state_path(name, partition), znodes.state_value(state),
                          state.zk_version)
         results = txn.commit()
         if any(isinstance(r, Exception) for r in results):
             if isinstance(results[0], (BadVersionError, NoNodeError)):
                 raise NotController()
-            raise StaleView(f"reassignment of {topic.name} not completed: the topic or a "
+            raise StaleView(f"reassignment of {name} not completed: the topic or a "
                             "partition state changed meanwhile")
-        self._topics_written[topic.name] = topic.zk_version + 1
-        for partition, state in done:
-            self._written[(topic.assignment.topic_id, partition)] = dataclasses.replace(
-                state, zk_version=state.zk_version + 1
-            )
-            log.info("controller: reassignment of %s-%d completed: replicas %s, leader %d, "
-                     "isr %s", topic.name, partition, assignment.replicas[partition],
-                     state.leader, list(state.isr))
 
     async def _drop_requests(self, finished: set[tuple[str, int]]) -> None:
         """Take partitions off /admin/reassign_partitions (deleted once empty), as

@@ -22,6 +22,7 @@ from chronik.cluster import znodes
 from chronik.cluster.controller import Controller
 from chronik.cluster.replica_manager import ReplicaManager
 from chronik.cluster.session import KazooState, ZkSession, ZooKeeperUnavailable
+from chronik.cluster.shutdown_request import shut_down_controlled
 from chronik.cluster.users import write_users
 from chronik.cluster.view import ClusterView
 from chronik.cluster.watcher import Watcher
@@ -242,6 +243,14 @@ class ClusterNode:
             await self._refill_producer_ids()
         except ZooKeeperUnavailable as exc:
             log.warning("no producer id block yet: %s", exc)
+
+    async def controlled_shutdown(self) -> bool:
+        """Before stopping: hand this broker's leadership on through the controller
+        (Kafka's controlled shutdown, chronik.cluster.shutdown_request); whether that
+        succeeded. Requests are still served meanwhile."""
+        if self._stopping or self.node_id not in self.view.brokers:
+            return False  # not registered (yet): nothing is led here
+        return await shut_down_controlled(self)
 
     async def stop(self) -> None:
         self._stopping = True

@@ -16,6 +16,7 @@ never needed, go at once.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from chronik.cluster.znodes import Assignment, PartitionState
@@ -103,14 +104,14 @@ def completion(
     state: PartitionState | None,
     live: set[int],
     controller_epoch: int,
-    shutting_down: set[int] | None = None,
+    shutting_down: Collection[int] = (),
 ) -> PartitionState | None:
     """The partition state that completes the reassignment, or None while it cannot
     complete (a target replica not in the ISR yet, or no target replica to lead)."""
     target = assignment.target(partition)
     if state is None or not target or not set(target) <= set(state.isr) & live:
         return None
-    barred = shutting_down or set()
+    barred = shutting_down
     if state.leader in target and state.leader in live and state.leader not in barred:
         leader = state.leader
     else:

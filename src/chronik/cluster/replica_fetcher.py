@@ -83,12 +83,13 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         quotas = self.manager.quotas
         while not self._stopping:
-            replicas = [
-                r for r in self.manager.fetch_set(self.leader_id, self.index)
-                if r.paused_until <= time.monotonic()
-            ]
+            assigned = self.manager.fetch_set(self.leader_id, self.index)
+            now = time.monotonic()
+            replicas = [r for r in assigned if r.paused_until <= now]
             if not replicas:
-                await self.manager.wait_changed(self.backoff or 0.1)
+                # Until the view changes, or the first pause is over.
+                idle = min([self.backoff or 0.1, *(r.paused_until - now for r in assigned)])
+                await self.manager.wait_changed(max(idle, 0.001))
                 continue
             client = self._connect()
             if client is None:
@@ -214,7 +215,7 @@ class ReplicaFetcher:
                     continue
                 code = int(part.error_code)
                 if code != errors.NONE:
-                    self.manager.pause(replica)
+                    self.manager.pause(replica, code)
                     continue
                 leader_epoch, leader_end = int(part.leader_epoch), int(part.end_offset)
                 plog = replica.log

@@ -46,6 +46,14 @@ log = logging.getLogger("chronik.replication")
 
 # ISR changes are logged together after this long.
 ISR_NEWS_SECONDS = 0.5
+# How long a broker taken out of an ISR for its controlled shutdown is not taken back on
+# a fetch (a stray one, sent before it stopped fetching). Bounded, because a leader's view
+# cannot always tell that removal from the removal of a broker that died and registered
+# again unseen (see _bar_removed); the controller itself keeps a broker in controlled
+# shutdown out of every ISR for as long as that lasts.
+BAR_SECONDS = 10.0
+# A follower's next fetch from a leader that has not yet taken up its leadership.
+CATCHING_UP_SECONDS = 0.02
 LEADER = "leader"
 FOLLOWER = "follower"
 
@@ -89,6 +97,10 @@ class Replica:
     paused_until: float = 0.0  # follower: no fetch before this (monotonic seconds)
     leader_hw: int = -1  # follower: the leader's high watermark last seen
     epoch_start_offset: int = 0  # leader: its log end offset when its epoch began
+    # Leader: brokers the controller took out of the ISR while they stayed registered
+    # (a controlled shutdown): broker -> (the broker epoch it had, until when, monotonic
+    # seconds). None is taken back on a fetch before then, unless it registered again.
+    barred: dict[int, tuple[int, float]] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -123,6 +135,8 @@ class ReplicaManager:
         self._failed_roles: set[tuple[str, int]] = set()  # logged once until taken up
         # Replication throttles: their settings come with the view (from start()).
         self.quotas = ReplicationQuotas(self.node_id)
+        # False from a controlled shutdown on: this broker fetches from no leader.
+        self._fetching = True
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -208,10 +222,17 @@ class ReplicaManager:
         replica.controller_epoch = state.controller_epoch
         if state.leader == self.node_id:
             if replica.role != LEADER or replica.leader_epoch != state.leader_epoch:
+                if replica.role == FOLLOWER:
+                    # Handed the partition by a leader still registered: it is leaving.
+                    if replica.leader_id in replica.isr and replica.leader_id not in state.isr:
+                        self._bar(replica, replica.leader_id)
+                elif replica.role == LEADER:
+                    self._bar_removed(replica, state)
                 self._become_leader(replica, state)
             else:
                 self._follow_assignment(replica)
                 if state.zk_version > replica.isr_version:
+                    self._bar_removed(replica, state)
                     replica.isr, replica.isr_version = state.isr, state.zk_version
                     self._maybe_advance_hw(replica)
             return
@@ -234,6 +255,22 @@ class ReplicaManager:
         for broker in wanted - replica.followers.keys():
             replica.followers[broker] = FollowerState(last_caught_up_ms=0)
         self._maybe_advance_hw(replica)
+
+    def _bar_removed(self, replica: Replica, state: PartitionState) -> None:
+        """As leader: bar the members that a state this leader did not write took out of
+        the ISR. Besides the leader only the controller writes the state, and it takes a
+        registered broker out only for its controlled shutdown; a dead one it takes out
+        once its registration is gone, so a view that has not seen that yet bars it by
+        the broker epoch its next registration will not have. (A broker that died and
+        registered again before this view saw it go is barred wrongly: for BAR_SECONDS.)"""
+        mine = replica.pending_isr if replica.pending_isr is not None else replica.isr
+        for broker in set(replica.isr) & set(mine) - set(state.isr):
+            self._bar(replica, broker)
+
+    def _bar(self, replica: Replica, broker: int) -> None:
+        info = self.node.view.brokers.get(broker)
+        if info is not None and broker != self.node_id:
+            replica.barred[broker] = (info.epoch, time.monotonic() + BAR_SECONDS)
 
     def _become_leader(self, replica: Replica, state: PartitionState) -> None:
         plog = replica.log
@@ -353,7 +390,7 @@ class ReplicaManager:
 
         wanted: set[tuple[int, int]] = set()
         for replica in self.replicas.values():
-            if replica.role == FOLLOWER and replica.leader_id >= 0:
+            if replica.role == FOLLOWER and replica.leader_id >= 0 and self._fetching:
                 wanted.add(self._fetcher_key(replica))
         for key in [k for k in self._fetchers if k not in wanted]:
             self._spawn(self._fetchers.pop(key).stop())
@@ -361,6 +398,20 @@ class ReplicaManager:
             fetcher = ReplicaFetcher(self, key[0], key[1])
             self._fetchers[key] = fetcher
             fetcher.start()
+
+    async def stop_fetching(self) -> None:
+        """Controlled shutdown: fetch from no leader from now on, so that no fetch of this
+        broker's asks a leader to take it back into an ISR it is leaving."""
+        self._fetching = False
+        stops = [f.stop() for f in self._fetchers.values()]
+        self._fetchers.clear()
+        await asyncio.gather(*stops, return_exceptions=True)
+
+    def resume_fetching(self) -> None:
+        """Between attempts of a controlled shutdown that failed: follow the leaders again,
+        so the partitions whose ISR this broker is still in are not held back by it."""
+        self._fetching = True
+        self._arrange_fetchers()
 
     def _fetcher_key(self, replica: Replica) -> tuple[int, int]:
         return replica.leader_id, hash(replica.key) % self.fetchers_per_leader
@@ -379,9 +430,17 @@ class ReplicaManager:
 
     # -- follower: what the fetcher brings ----------------------------------------------
 
-    def pause(self, replica: Replica) -> None:
-        """No fetch for this partition until the backoff has passed or the view changes."""
-        replica.paused_until = time.monotonic() + self.backoff
+    def pause(self, replica: Replica, code: int = errors.NONE) -> None:
+        """No fetch for this partition until the backoff has passed or the view changes.
+        A leader that does not yet know the epoch this follower has from the view
+        (UNKNOWN_LEADER_EPOCH), or does not yet lead (NOT_LEADER_OR_FOLLOWER), is only
+        behind in reading the same ZooKeeper news, by milliseconds: it is asked again
+        after CATCHING_UP_SECONDS, not after replica.fetch.backoff.ms, or every acks=all
+        write to a partition that just moved would wait out the backoff."""
+        wait = self.backoff
+        if code in (errors.UNKNOWN_LEADER_EPOCH, errors.NOT_LEADER_OR_FOLLOWER):
+            wait = min(wait, CATCHING_UP_SECONDS)
+        replica.paused_until = time.monotonic() + wait
 
     def fetched(
         self, replica: Replica, code: int, records: bytes | None, leader_hw: int,
@@ -398,7 +457,7 @@ class ReplicaManager:
             return
         if code != errors.NONE:
             log.debug("%s: fetch from broker %d: error %d", replica.name, replica.leader_id, code)
-            self.pause(replica)
+            self.pause(replica, code)
             return
         if records:
             try:
@@ -479,11 +538,20 @@ class ReplicaManager:
         # Kafka's isFollowerInSync: at the high watermark, and holding everything of
         # earlier epochs (so it has truncated whatever diverged); and, as KIP-841 has it,
         # a broker registered in the cluster: the controller takes out of the ISR at
-        # once any broker that is not, so adding one would only flap.
+        # once any broker that is not, so adding one would only flap. Nor one the
+        # controller took out for its controlled shutdown (a stray fetch of a broker
+        # stopping), until it registers again.
+        info = self.node.view.brokers.get(broker)
+        if info is None:
+            return False
+        bar = replica.barred.get(broker)
+        if bar is not None:
+            if bar[0] == info.epoch and time.monotonic() < bar[1]:
+                return False
+            del replica.barred[broker]
         return (
             follower.leo >= replica.log.high_watermark
             and follower.leo >= replica.epoch_start_offset
-            and broker in self.node.view.brokers
         )
 
     def leader_appended(self, plog: Any) -> None:

@@ -224,6 +224,11 @@ class ZkSession:
             loop.call_soon_threadsafe(fn, *args)
 
     @property
+    def connected(self) -> bool:
+        client = self.client
+        return client is not None and client.connected and not self._closed
+
+    @property
     def session_id(self) -> int | None:
         client = self.client
         if client is None or client.client_id is None:

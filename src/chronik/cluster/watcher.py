@@ -397,7 +397,8 @@ class Watcher:
     ) -> None:
         if error is None:
             try:
-                reading.brokers[node_id] = znodes.parse_broker(node_id, value[0])
+                reading.brokers[node_id] = znodes.parse_broker(node_id, value[0],
+                                                                value[1].czxid)
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("ignoring unreadable broker registration %s: %s", node_id, exc)
         elif not isinstance(error, NoNodeError):  # gone since listed: the next event says so

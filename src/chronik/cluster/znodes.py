@@ -6,7 +6,8 @@
 #                                    "endpoints":["PLAINTEXT://h:p"],"listener_security_
 #                                    protocol_map":{"PLAINTEXT":"PLAINTEXT"},"rack":r|null,
 #                                    "jmx_port":-1,"features":{},"timestamp":"<ms>",
-#                                    "schema_registry":"http://h:p" (chronik's, when served)}
+#                                    "schema_registry":"http://h:p" (chronik's, when served)};
+#                                    its czxid is the broker epoch (Kafka's, KIP-380)
 #   /controller                      ephemeral {"version":1,"brokerid":N,"timestamp":"<ms>"}
 #   /controller_epoch                the epoch as a decimal string, "1" for the first
 #   /brokers/topics/<t>              {"version":3,"partitions":{"0":[2,1],...},
@@ -187,6 +188,9 @@ class BrokerInfo:
     endpoints: tuple[tuple[str, str, str, int], ...] = ()
     # The base URL of its schema registry (chronik's field; Kafka's readers ignore it).
     schema_registry: str | None = None
+    # The broker epoch: the czxid of the registration, new with each registration (not
+    # in the JSON); -1 when not read from ZooKeeper.
+    epoch: int = -1
 
     def endpoint(self, listener: str) -> tuple[str, int]:
         """Where a client of ``listener`` reaches this broker (Kafka answers each
@@ -215,7 +219,7 @@ def broker_value(info: BrokerInfo) -> bytes:
     )
 
 
-def parse_broker(node_id: int, data: bytes) -> BrokerInfo:
+def parse_broker(node_id: int, data: bytes, epoch: int = -1) -> BrokerInfo:
     value = json.loads(data)
     host, port = value.get("host"), value.get("port", -1)
     protocols = value.get("listener_security_protocol_map") or {}
@@ -235,6 +239,7 @@ def parse_broker(node_id: int, data: bytes) -> BrokerInfo:
         value.get("rack"),
         tuple(endpoints),
         registry if isinstance(registry, str) else None,
+        epoch,
     )
 
 

@@ -3,6 +3,8 @@
 # Every message on the wire is `int32 size` followed by `size` bytes.
 # Request header v1: api_key int16, api_version int16, correlation_id int32,
 #   client_id nullable string (int16 length, -1 = null; legacy even in v2).
+# Request header v0: api_key, api_version, correlation_id only; Kafka's one user is
+#   ControlledShutdown v0 (its ControlledShutdownRequest.json says so).
 # Request header v2 (flexible API versions) adds tagged fields (uvarint count, then
 #   uvarint tag + uvarint size + bytes each).
 # Response header v0: correlation_id int32; v1 (flexible) adds an empty tagged-field
@@ -17,6 +19,8 @@ SIZE = struct.Struct(">i")
 HEADER_FIXED = struct.Struct(">hhi")
 INT16 = struct.Struct(">h")
 CORRELATION_ID = struct.Struct(">i")
+# (api key, version) whose requests come with header v0: ControlledShutdown v0.
+WITHOUT_CLIENT_ID = frozenset({(7, 0)})
 
 
 class MalformedRequest(Exception):
@@ -67,6 +71,8 @@ def parse_header_prefix(frame: bytes) -> tuple[int, int, int]:
 def parse_header(frame: bytes, flexible: bool) -> RequestHeader:
     api_key, api_version, correlation_id = parse_header_prefix(frame)
     offset = HEADER_FIXED.size
+    if (api_key, api_version) in WITHOUT_CLIENT_ID:
+        return RequestHeader(api_key, api_version, correlation_id, None, offset)
     if len(frame) < offset + 2:
         raise MalformedRequest("truncated client id")
     (length,) = INT16.unpack_from(frame, offset)

@@ -1,6 +1,7 @@
-# Message schemas of the protocol versions Kafka 4.0 dropped (KIP-896) and kio
-# therefore does not generate, written out from Kafka 3.x's message JSON files
-# (clients/src/main/resources/common/message/*.json). All are non-flexible:
+# Message schemas of the protocol versions Kafka 4.0 dropped (KIP-896, and with ZooKeeper
+# mode its ControlledShutdown) that kio therefore does not generate, written out from
+# Kafka 3.x's message JSON files (clients/src/main/resources/common/message/*.json).
+# All are non-flexible but ControlledShutdown v3:
 #
 # Produce v0-2 request:   acks int16, timeout_ms int32,
 #                         topic_data [name string, partition_data [index int32, records bytes]]
@@ -28,6 +29,12 @@
 #                         leader_epoch int32]]
 #          response:      topics [topic string, partitions [error_code int16,
 #                         partition int32, (v1+ leader_epoch int32) end_offset int64]]
+#
+# ControlledShutdown v0-3 (Kafka 4.0 dropped the API with ZooKeeper mode), v3 flexible:
+#          request:       broker_id int32 (v2+ broker_epoch int64, default -1);
+#                         v0 comes with request header v0, without a client id
+#          response:      error_code int16, remaining_partitions [topic_name string,
+#                         partition_index int32]
 #
 # kio decodes and encodes any dataclass laid out the way its generated ones are,
 # so these plug into the same codec.
@@ -57,7 +64,12 @@ _TYPES: dict[str, Any] = {
 
 
 def _entity(
-    name: str, api_key: int, version: int, kind: EntityType, spec: list[tuple[Any, ...]]
+    name: str,
+    api_key: int,
+    version: int,
+    kind: EntityType,
+    spec: list[tuple[Any, ...]],
+    flexible: bool = False,
 ) -> type:
     """A kio-style entity: spec rows are (field, kafka type | nested class, options)."""
     fields = []
@@ -79,7 +91,7 @@ def _entity(
     cls = dataclasses.make_dataclass(name, fields, frozen=True, slots=True, kw_only=True)
     cls.__type__ = kind  # type: ignore[attr-defined]
     cls.__version__ = i16(version)  # type: ignore[attr-defined]
-    cls.__flexible__ = False  # type: ignore[attr-defined]
+    cls.__flexible__ = flexible  # type: ignore[attr-defined]
     cls.__api_key__ = i16(api_key)  # type: ignore[attr-defined]
     for attr in ("__type__", "__version__", "__flexible__", "__api_key__"):
         cls.__annotations__[attr] = ClassVar
@@ -313,6 +325,36 @@ def _offset_for_leader_epoch(version: int) -> None:
     )
 
 
+def _controlled_shutdown(version: int) -> None:
+    k = 7
+    flexible = version >= 3
+    spec: list[tuple[Any, ...]] = [("broker_id", "int32")]
+    if version >= 2:
+        spec.append(("broker_epoch", "int64"))
+    REQUESTS[k, version] = _entity(
+        "ControlledShutdownRequest", k, version, EntityType.request, spec, flexible
+    )
+    remaining = _entity(
+        "RemainingPartition",
+        k,
+        version,
+        NESTED,
+        [("topic_name", "string"), ("partition_index", "int32")],
+        flexible,
+    )
+    top = _entity(
+        "ControlledShutdownResponse",
+        k,
+        version,
+        EntityType.response,
+        [("error_code", "error_code"), ("remaining_partitions", remaining, "[]")],
+        flexible,
+    )
+    RESPONSES[k, version] = SimpleNamespace(
+        RemainingPartition=remaining, ControlledShutdownResponse=top
+    )
+
+
 def response_class(api_key: int, version: int) -> type | None:
     """The top-level response class of a legacy version, if it is one."""
     namespace = RESPONSES.get((api_key, version))
@@ -329,3 +371,5 @@ _create_topics(1)
 _describe_configs_v0()
 _offset_for_leader_epoch(0)
 _offset_for_leader_epoch(1)
+for _v in (0, 1, 2, 3):
+    _controlled_shutdown(_v)

@@ -35,6 +35,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions
     ]
     top, deleted = await ctx.services.coordinator.delete_offsets(request.group_id, wanted)
+    if top != errors.NONE:  # the group's error alone, no partition answered
+        return ctx.build("OffsetDeleteResponse", error_code=top, throttle_time=0, topics=())
     answered = iter(deleted)
     codes = [
         next(answered) if t.name in readable else errors.TOPIC_AUTHORIZATION_FAILED
@@ -42,21 +44,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for _ in t.partitions
     ]
     it = iter(codes)
-    topics = ()
-    if not top:
-        topics = tuple(
-            ctx.build(
-                "OffsetDeleteResponseTopic",
-                name=t.name,
-                partitions=tuple(
-                    ctx.build(
-                        "OffsetDeleteResponsePartition",
-                        partition_index=p.partition_index,
-                        error_code=next(it),
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in request.topics
+    topics = tuple(
+        ctx.build(
+            "OffsetDeleteResponseTopic",
+            name=t.name,
+            partitions=tuple(
+                ctx.build(
+                    "OffsetDeleteResponsePartition",
+                    partition_index=p.partition_index,
+                    error_code=next(it),
+                )
+                for p in t.partitions
+            ),
         )
+        for t in request.topics
+    )
     return ctx.build("OffsetDeleteResponse", error_code=top, throttle_time=0, topics=topics)
