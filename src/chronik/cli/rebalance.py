@@ -94,6 +94,12 @@ def decommission(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise CliError(str(exc)) from None
     show(proposal, topology, in_bytes, sizes, leaving=broker)
+    after = [n for b, n in proposal.replicas_after.items() if b != broker]
+    if max(after) - min(after) > 1:
+        # Only the broker's replicas move; where a partition's other replicas already sit
+        # decides where its replica may go.
+        print(f"The other brokers end {max(after) - min(after)} replicas apart: run "
+              "`chronik cluster rebalance` afterwards to even them out.")
     if args.dry_run:
         return 0
     status = carry_out(admin, args, proposal, topology)
