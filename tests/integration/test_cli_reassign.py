@@ -18,6 +18,7 @@ from .cli_support import Result, chronik
 from .cluster_support import Cluster, wait_until
 from .helpers import BASE_TS, Sent, confluent_produce, confluent_read
 from .helpers import topic_name as unique_topic
+from .replica_check import log_end_offset
 from .replication_support import converged
 from .test_cluster_reassignment import controller, create, ongoing, settled
 
@@ -177,6 +178,11 @@ def test_cancel_goes_back_and_mistakes_are_one_line(cluster_factory, tmp_path: P
     ok(cluster, "partitions", "reassign", "--execute", "--reassignment-json-file",
        str(plan_file), "--throttle", "1")
     wait_until(lambda: (topic, 0) in ongoing(controller(cluster)), "the reassignment listed")
+    # Mid-copy: broker 3 holds the new replica, held back by the throttle short of the
+    # 2000 records.
+    copy = cluster.partition_dir(3, topic, 0)
+    wait_until(copy.exists, "broker 3's new replica created")
+    assert log_end_offset(copy) < len(records)
     lines = ok(cluster, "partitions", "reassign", "--cancel", "--reassignment-json-file",
                str(plan_file))
     assert lines == [
