@@ -1,7 +1,11 @@
 """Checks of the final read itself: every partition back to its full ISR, each in-sync
 replica a gapless run of batches reaching the high watermark, all of them byte for byte
 the same below it (batches compared, not segment files: roll points are each broker's
-own), and what the leaders serve over Kafka equal to what their files hold."""
+own), and what the leaders serve over Kafka equal to what their files hold.
+
+The replicas are the assignment at the end: after a reassignment, those it removed are
+not expected anywhere; a reassignment still in progress once everything healed, and a
+broker still holding a copy of a partition it is no longer assigned, are anomalies."""
 
 from __future__ import annotations
 
@@ -31,6 +35,13 @@ def check_replicas(run: Run, report: Report) -> None:
     compared = 0
     for key, info in sorted(final.partitions.items()):
         replicas = final.replicas.get(key, {})
+        if info.get("adding") or info.get("removing"):
+            report.add("reassignment", f"{key}: still being reassigned after healing (replicas "
+                                       f"{info.get('replicas')}, adding {info.get('adding')}, "
+                                       f"removing {info.get('removing')})")
+        for broker in info.get("orphans", []):
+            report.add("replica-orphan", f"{key}: broker {broker} still holds a copy, though "
+                                         f"the partition's replicas are {info.get('replicas')}")
         if not info.get("full_isr"):
             report.add("isr", f"{key}: after healing the ISR was {info.get('isr')} of replicas "
                               f"{info.get('replicas')} (leader {info.get('leader')})")

@@ -232,6 +232,13 @@ class ChaosCluster:
         doc = self.get_json(f"/brokers/topics/{topic}")
         return {int(p): r for p, r in doc["partitions"].items()}
 
+    def moving(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+        """The topic's partitions being reassigned: partition -> (adding, removing)."""
+        doc = self.get_json(f"/brokers/topics/{topic}")
+        adding = {int(p): r for p, r in (doc.get("adding_replicas") or {}).items() if r}
+        removing = {int(p): r for p, r in (doc.get("removing_replicas") or {}).items() if r}
+        return {p: (adding.get(p, []), removing.get(p, [])) for p in {*adding, *removing}}
+
     def leader(self, topic: str, partition: int) -> int:
         return int(self.partition_state(topic, partition)["leader"])
 
@@ -263,6 +270,11 @@ class ChaosCluster:
             return True
 
         wait_until(full, f"{topic}: every partition led with its full ISR", timeout)
+
+    def wait_reassigned(self, topic: str, timeout: float = 60.0) -> None:
+        """Until no partition of ``topic`` is being reassigned."""
+        wait_until(lambda: not self.moving(topic), f"{topic}: no reassignment in progress",
+                   timeout)
 
     def wait_settled(self, timeout: float = 90.0) -> None:
         up = {i for i, b in self.brokers.items() if b.running and not b.paused}
