@@ -50,6 +50,10 @@ BROKER_CONFIG: dict[str, str] = {
 }
 
 
+# The longest one read of ZooKeeper by the harness waits (a timeout is an error that
+# the harness's waits take as "not yet").
+ZK_CALL_S = 5.0
+
 # Broker i's ZooKeeper proxy listens on this port + i, in ZooKeeper's namespace.
 PROXY_BASE_PORT = 2190
 
@@ -210,12 +214,17 @@ class ChaosCluster:
         return self._zk
 
     def get_json(self, path: str) -> Any:
-        data, _ = self.zk.get(path)
+        # Bounded: kazoo queues a call made while ZooKeeper is down and waits for it
+        # without end, and a fault may look ZooKeeper up while another has it down.
+        data, _ = self.zk.get_async(path).get(timeout=ZK_CALL_S)
         return json.loads(data)
+
+    def children(self, path: str) -> list[str]:
+        return list(self.zk.get_children_async(path).get(timeout=ZK_CALL_S))
 
     def live_ids(self) -> set[int]:
         try:
-            return {int(c) for c in self.zk.get_children("/brokers/ids")}
+            return {int(c) for c in self.children("/brokers/ids")}
         except NoNodeError:
             return set()
 

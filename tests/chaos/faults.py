@@ -80,7 +80,7 @@ def user_partitions(cluster: ChaosCluster) -> list[str]:
     """``"<topic>/<p>"`` of every partition of the topics clients made (not ``__*``)."""
     def listing() -> list[str]:
         out = []
-        for topic in sorted(cluster.zk.get_children("/brokers/topics")):
+        for topic in sorted(cluster.children("/brokers/topics")):
             if topic.startswith("__"):
                 continue
             out += [f"{topic}/{p}" for p in sorted(cluster.assignment(topic))]
@@ -633,11 +633,14 @@ class TxnCoordinatorCut(Fault):
 
 # The longest a reassignment fault waits for a reassignment it asked for to complete.
 REASSIGN_WAIT_S = 90.0
-# How long apply waits for a removal to complete before it goes on without.
+# How long apply waits for a removal to complete before it goes on without (as the
+# second fault of a step, while a broker is down: the first's heal is due meanwhile).
 REMOVAL_WAIT_S = 30.0
+COMPANION_REMOVAL_WAIT_S = 3.0
 # How long an operator's command is tried again (from each client node in turn).
 TOOL_RETRY_S = 45.0
-TOOL_TIMEOUT_S = 30.0
+COMPANION_TOOL_RETRY_S = 5.0
+TOOL_TIMEOUT_S = 20.0
 TESTS_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -650,7 +653,9 @@ def _operator(cluster: ChaosCluster, first: str, *args: str,
     """Run chaos.reassign_tool with ``args`` in client node ``first``'s namespace, then
     in the others' in turn, until it succeeds or ``deadline_s`` has passed (a cut link
     or a controller moving makes it fail for a while, as it would for an operator).
-    The node it succeeded from; ToolFailed with the last error otherwise."""
+    It bootstraps from the brokers running and not paused, as an operator would pick
+    one that answers. The node it succeeded from; ToolFailed with the last error
+    otherwise."""
     import json
     import os
     import subprocess
@@ -666,8 +671,10 @@ def _operator(cluster: ChaosCluster, first: str, *args: str,
     while True:
         node = nodes[attempt % len(nodes)]
         attempt += 1
+        up = _up_brokers(cluster) or cluster.ids
+        bootstrap = ",".join(cluster.broker(i).bootstrap for i in up)
         cmd = [*cluster.net.exec_prefix(node), sys.executable, "-m", "chaos.reassign_tool",
-               "--bootstrap", cluster.bootstrap, *args]
+               "--bootstrap", bootstrap, *args]
         try:
             done = subprocess.run(cmd, cwd=TESTS_DIR, env=env, capture_output=True,
                                   timeout=TOOL_TIMEOUT_S, check=False)
@@ -716,7 +723,10 @@ class Reassign(Fault):
     election, so the leadership moves; heal restores the order and the leader. Heal
     lifts the throttle and waits (at most 90 s) for the partition to be back on its
     ``original`` replicas with no reassignment in progress; what each step took is in
-    the description."""
+    the description. ``companion``: the second fault of a step, applied while a broker
+    is down or paused: it drops that broker's replica if the partition has one, waits at
+    most 3 s for the removal, copies unthrottled, and an add-back at apply refused for
+    5 s (its broker not registered) is left to heal."""
 
     kind: ClassVar[str] = "reassign"
     # Brokers fetch at most 8 KiB of a partition at a time, so a throttled copy spans
@@ -731,6 +741,7 @@ class Reassign(Fault):
     add_back: str | None = None
     throttle: int | None = None
     node: str | None = None
+    companion: bool = False
     _throttled: bool = field(default=False, init=False, repr=False)
     # The original replicas were asked for again (a failed apply leaves it to heal).
     _restored: bool = field(default=False, init=False, repr=False)
@@ -754,19 +765,26 @@ class Reassign(Fault):
             self._rotate(cluster, rng)
             return
         if self.dropped is None:
+            # The second fault of a step moves the replica of the broker the first took
+            # down or froze, when the partition has one: an operator's answer to a broker
+            # gone, and its copy left behind, stale, when it comes back.
+            down = [b for b in self.original if b not in _up_brokers(cluster)]
             self.dropped = (leader_of(cluster, self.partition) if self.drop_leader
+                            else rng.choice(down) if self.companion and down
                             else rng.choice(self.original))
         if self.add_back is None:
             self.add_back = rng.choice(["apply", "heal"])
         if self.throttle is None:
-            self.throttle = rng.choice([0, 2048, 8192]) if self.add_back == "apply" else 0
+            self.throttle = (rng.choice([0, 2048, 8192])
+                             if self.add_back == "apply" and not self.companion else 0)
         kept = [b for b in self.original if b != self.dropped]
-        self._alter(cluster, kept)
-        took = _await_replicas(cluster, self.partition, kept, REMOVAL_WAIT_S)
-        self.description = (f"reassign {self.partition} {self.original} -> {kept} (from "
+        self._first_alter(cluster, kept)
+        wait = COMPANION_REMOVAL_WAIT_S if self.companion else REMOVAL_WAIT_S
+        took = _await_replicas(cluster, self.partition, kept, wait)
+        self.description += (f"reassign {self.partition} {self.original} -> {kept} (from "
                             f"{self.node}): " + (f"b{self.dropped}'s replica removed in "
                                                  f"{took:.1f}s" if took is not None else
-                                                 f"removal not done in {REMOVAL_WAIT_S:g}s"))
+                                                 f"removal not done in {wait:g}s"))
         if self.add_back == "apply":
             self._add_back(cluster)
         else:
@@ -777,6 +795,29 @@ class Reassign(Fault):
         _operator(cluster, self.node, "alter", self.partition,
                   ",".join(str(b) for b in replicas))
 
+    def _first_alter(self, cluster: ChaosCluster, replicas: list[int]) -> None:
+        """The fault's first request. When it fails and ZooKeeper shows it took no
+        effect, the fault is skipped; when it may have (an answer lost), the fault goes
+        on, and its heal puts the original replicas back. From here on apply raises
+        nothing: what fails is said in the description and left to heal, so a second
+        fault's apply never holds the runner (and the first fault's heal) up."""
+        assert self.partition is not None and self.original is not None
+        deadline = COMPANION_TOOL_RETRY_S if self.companion else TOOL_RETRY_S
+        assert self.node is not None
+        try:
+            _operator(cluster, self.node, "alter", self.partition,
+                      ",".join(str(b) for b in replicas), deadline_s=deadline)
+        except ToolFailed as exc:
+            topic, p = split_partition(self.partition)
+            try:
+                untouched = (cluster.assignment(topic).get(p) == self.original
+                             and p not in cluster.moving(topic))
+            except Exception:  # noqa: BLE001 - ZooKeeper not answering: it may have
+                untouched = False
+            if untouched:
+                raise FaultSkipped(f"the operator's reassignment failed: {exc}") from None
+            self.description = f"(reassignment asked, its answer lost: {exc}) "
+
     def _throttle_args(self) -> list[str]:
         assert self.partition is not None and self.original is not None
         kept = [b for b in self.original if b != self.dropped]
@@ -786,11 +827,18 @@ class Reassign(Fault):
 
     def _add_back(self, cluster: ChaosCluster) -> None:
         assert self.original is not None and self.node is not None
-        if self.throttle:
-            _operator(cluster, self.node, "throttle", *self._throttle_args(),
-                      "--rate", str(self.throttle))
-            self._throttled = True
-        self._alter(cluster, self.original)
+        assert self.partition is not None
+        deadline = COMPANION_TOOL_RETRY_S if self.companion else TOOL_RETRY_S
+        try:
+            if self.throttle:
+                self._throttled = True  # heal lifts it, whatever part of it was set
+                _operator(cluster, self.node, "throttle", *self._throttle_args(),
+                          "--rate", str(self.throttle), deadline_s=deadline)
+            _operator(cluster, self.node, "alter", self.partition,
+                      ",".join(str(b) for b in self.original), deadline_s=deadline)
+        except ToolFailed as exc:
+            self.description += f"; adding b{self.dropped} back failed ({exc}), left to heal"
+            return
         self._restored = True
         rate = f" at {self.throttle} B/s" if self.throttle else ""
         self.description += f"; b{self.dropped} added back{rate} -> {self.original}"
@@ -800,13 +848,18 @@ class Reassign(Fault):
         assert self.node is not None
         k = rng.randrange(1, len(self.original))
         rotated = self.original[k:] + self.original[:k]
-        self._alter(cluster, rotated)
-        took = _await_replicas(cluster, self.partition, rotated, REMOVAL_WAIT_S)
-        _operator(cluster, self.node, "elect", self.partition)
-        topic, p = split_partition(self.partition)
-        self.description = (f"reassign {self.partition} {self.original} -> {rotated} (from "
-                            f"{self.node}), " + ("done" if took is not None else "not done")
-                            + f", preferred election: b{cluster.leader(topic, p)} leads")
+        self._first_alter(cluster, rotated)
+        wait = COMPANION_REMOVAL_WAIT_S if self.companion else REMOVAL_WAIT_S
+        took = _await_replicas(cluster, self.partition, rotated, wait)
+        self.description += (f"reassign {self.partition} {self.original} -> {rotated} (from "
+                             f"{self.node}), " + ("done" if took is not None else "not done"))
+        try:
+            _operator(cluster, self.node, "elect", self.partition,
+                      deadline_s=COMPANION_TOOL_RETRY_S if self.companion else TOOL_RETRY_S)
+            topic, p = split_partition(self.partition)
+            self.description += f", preferred election: b{cluster.leader(topic, p)} leads"
+        except Exception as exc:  # noqa: BLE001 - said; the heal elects again
+            self.description += f", preferred election failed ({exc})"
 
     def heal(self, cluster: ChaosCluster) -> None:
         assert self.original is not None and self.partition is not None

@@ -26,6 +26,9 @@ import sys
 from typing import Any
 
 REQUEST_TIMEOUT_MS = 10_000
+# A bootstrap broker that takes the connection but never answers (paused) would
+# otherwise hold the admin client for kafka-python's default of 30 s.
+BOOTSTRAP_TIMEOUT_MS = 8_000
 
 
 def _ids(text: str) -> list[int]:
@@ -37,7 +40,8 @@ def _admin(bootstrap: str) -> Any:
 
     return KafkaAdminClient(bootstrap_servers=bootstrap.split(","),
                             client_id="chaos-reassign-tool",
-                            request_timeout_ms=REQUEST_TIMEOUT_MS)
+                            request_timeout_ms=REQUEST_TIMEOUT_MS,
+                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
 
 
 def _partition(key: str) -> tuple[str, int]:

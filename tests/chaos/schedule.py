@@ -120,9 +120,14 @@ def random_schedule(seed: int, minutes: float, kinds: list[str]) -> Schedule:
     """Faults of ``kinds`` picked with a generator seeded by ``seed`` until ``minutes``
     are planned: each held for a time in its kind's range, then a quiet time; one step
     in five gets a second fault of another category that impairs no broker (a client
-    isolated, a consumer restarted, a partition reassigned) overlapping it. A
-    reassignment gets a second fault more often (three in five), of any other kind but
-    a client's: a broker killed, stopped or paused, a link cut, ZooKeeper down..."""
+    isolated, a consumer restarted, or, when the first fault is a broker's, a partition
+    reassigned) overlapping it. A reassignment gets a second fault more often (three in
+    five), of any other kind but a client's: a broker killed, stopped or paused, a link
+    cut, ZooKeeper down... healed at least a second before the reassignment's own heal,
+    which waits for the partition to be back on its replicas. A reassignment that is
+    the second fault is healed 1-8 s after the first, for the same reason. (Never with
+    a ZooKeeper or network fault as the first: its steps would wait on a controller
+    that cannot write, and the runner with them.)"""
     rng = random.Random(f"chaos-schedule-{seed}")
     steps: list[Step] = []
     budget = minutes * 60.0
@@ -144,12 +149,16 @@ def random_schedule(seed: int, minutes: float, kinds: list[str]) -> Schedule:
                     companions.append(RestartConsumer())
                 if cls.category != "net" and "isolate-node" in kinds:
                     companions.append(IsolateNode(role="client"))
-                if "reassign" in kinds:
-                    companions.append(Reassign())
+                if cls.category == "broker" and "reassign" in kinds:
+                    companions.append(Reassign(companion=True))
             if companions:
                 second = rng.choice(companions)
                 d2 = round(rng.uniform(0.0, hold / 2), 1)
-                h2 = round(rng.uniform(1.0, max(hold - d2, 1.0)), 1)
+                if isinstance(second, Reassign):
+                    h2 = round(hold - d2 + rng.uniform(1.0, 8.0), 1)
+                else:
+                    margin = 1.0 if cls is Reassign else 0.0
+                    h2 = round(rng.uniform(1.0, max(hold - d2 - margin, 1.0)), 1)
                 steps.append(Step(second, d2, h2))
                 span = max(hold - d2, h2)
         quiet = rng.uniform(*QUIET_S)
