@@ -724,7 +724,7 @@ class Reassign(Fault):
     lifts the throttle and waits (at most 90 s) for the partition to be back on its
     ``original`` replicas with no reassignment in progress; what each step took is in
     the description. ``companion``: the second fault of a step, applied while a broker
-    is down or paused: it drops that broker's replica if the partition has one, waits at
+    is down, paused or out of disk: it drops that broker's replica, waits at
     most 3 s for the removal, copies unthrottled, and an add-back at apply refused for
     5 s (its broker not registered) is left to heal."""
 
@@ -766,9 +766,10 @@ class Reassign(Fault):
             return
         if self.dropped is None:
             # The second fault of a step moves the replica of the broker the first took
-            # down or froze, when the partition has one: an operator's answer to a broker
-            # gone, and its copy left behind, stale, when it comes back.
-            down = [b for b in self.original if b not in _up_brokers(cluster)]
+            # down, froze or filled: an operator's answer to a broker gone, its copy left
+            # behind, stale, when it comes back (or undeletable on a full disk).
+            down = [b for b in self.original if b not in _up_brokers(cluster)
+                    or (cluster.broker(b).disk.kind != "dir" and cluster.broker(b).disk.full)]
             self.dropped = (leader_of(cluster, self.partition) if self.drop_leader
                             else rng.choice(down) if self.companion and down
                             else rng.choice(self.original))
