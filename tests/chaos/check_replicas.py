@@ -5,7 +5,9 @@ own), and what the leaders serve over Kafka equal to what their files hold.
 
 The replicas are the assignment at the end: after a reassignment, those it removed are
 not expected anywhere; a reassignment still in progress once everything healed, and a
-broker still holding a copy of a partition it is no longer assigned, are anomalies."""
+broker still holding a copy of a partition it is no longer assigned, are anomalies: at
+the end (the final read's ``orphans``), or while a reassignment fault held a replica
+off a broker that was up (the harness's ``event stale-copy``, chaos.faults.Reassign)."""
 
 from __future__ import annotations
 
@@ -90,6 +92,11 @@ def check_replicas(run: Run, report: Report) -> None:
                            f"{key}: below the high watermark {hw}, broker {broker} holds "
                            f"{len(got)} batches, broker {reference} {len(expected)}")
     report.figures["replica_pairs_compared"] = compared
+    for e in run.histories.get("harness", []):
+        if e.get("op") == "stale-copy":
+            report.add("replica-orphan", f"{e.get('partition')}: broker {e.get('broker')} "
+                                         f"still held a copy {e.get('waited')}s after a "
+                                         f"reassignment had removed its replica")
     _check_fetched(run, report)
 
 

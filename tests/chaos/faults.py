@@ -640,6 +640,9 @@ COMPANION_REMOVAL_WAIT_S = 3.0
 # How long an operator's command is tried again (from each client node in turn).
 TOOL_RETRY_S = 45.0
 COMPANION_TOOL_RETRY_S = 5.0
+# How long a broker a removal completed on has, once it is up, to delete its copy
+# before the replica is added back at heal.
+COPY_GONE_S = 20.0
 TOOL_TIMEOUT_S = 20.0
 TESTS_DIR = Path(__file__).resolve().parent.parent
 
@@ -723,10 +726,13 @@ class Reassign(Fault):
     election, so the leadership moves; heal restores the order and the leader. Heal
     lifts the throttle and waits (at most 90 s) for the partition to be back on its
     ``original`` replicas with no reassignment in progress; what each step took is in
-    the description. ``companion``: the second fault of a step, applied while a broker
-    is down, paused or out of disk: it drops that broker's replica, waits at
-    most 3 s for the removal, copies unthrottled, and an add-back at apply refused for
-    5 s (its broker not registered) is left to heal."""
+    the description. Before a heal adds back a replica whose removal completed at apply,
+    it waits (at most 20 s) for that broker, if it is up, to have deleted its copy; one
+    still there is written to the harness history (``event stale-copy {partition,
+    broker, waited}``), and the checker reports it. ``companion``: the second fault of a
+    step, applied while a broker is down, paused or out of disk: it drops that broker's
+    replica, waits at most 3 s for the removal, copies unthrottled, and an add-back at
+    apply refused for 5 s (its broker not registered) is left to heal."""
 
     kind: ClassVar[str] = "reassign"
     # Brokers fetch at most 8 KiB of a partition at a time, so a throttled copy spans
@@ -745,6 +751,8 @@ class Reassign(Fault):
     _throttled: bool = field(default=False, init=False, repr=False)
     # The original replicas were asked for again (a failed apply leaves it to heal).
     _restored: bool = field(default=False, init=False, repr=False)
+    # The removal completed at apply.
+    _removed: bool = field(default=False, init=False, repr=False)
 
     def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
         if self.partition is None:
@@ -782,6 +790,7 @@ class Reassign(Fault):
         self._first_alter(cluster, kept)
         wait = COMPANION_REMOVAL_WAIT_S if self.companion else REMOVAL_WAIT_S
         took = _await_replicas(cluster, self.partition, kept, wait)
+        self._removed = took is not None
         self.description += (f"reassign {self.partition} {self.original} -> {kept} (from "
                             f"{self.node}): " + (f"b{self.dropped}'s replica removed in "
                                                  f"{took:.1f}s" if took is not None else
@@ -866,6 +875,8 @@ class Reassign(Fault):
         assert self.original is not None and self.partition is not None
         assert self.node is not None
         started = time.monotonic()
+        if self._removed and not self._restored:
+            self._check_copy_gone(cluster)
         try:
             if not self._restored:
                 self._alter(cluster, self.original)
@@ -882,6 +893,26 @@ class Reassign(Fault):
                              f"reassignment in progress {REASSIGN_WAIT_S:g}s after its heal")
         self.description += f"; healed: on {self.original} after " \
                             f"{time.monotonic() - started:.1f}s"
+
+
+    def _check_copy_gone(self, cluster: ChaosCluster) -> None:
+        """The broker whose replica was removed holds no copy of it any more (if it is up
+        to delete it); else an event for the checker."""
+        assert self.partition is not None and self.dropped is not None
+        if self.dropped not in _up_brokers(cluster):
+            return
+        topic, p = split_partition(self.partition)
+        copy = cluster.partition_dir(self.dropped, topic, p)
+        started = time.monotonic()
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: not copy.exists(), f"b{self.dropped}'s copy deleted",
+                       COPY_GONE_S, 0.2)
+            return
+        waited = round(time.monotonic() - started, 1)
+        self.description += f"; b{self.dropped} still held its copy after {waited:g}s"
+        if self.workload is not None and self.workload.harness is not None:
+            self.workload.harness.event("stale-copy", partition=self.partition,
+                                        broker=self.dropped, waited=waited)
 
 
 def _await_commit(path: Path, timeout: float) -> int | None:

@@ -375,6 +375,14 @@ def test_a_copy_left_on_a_broker_a_reassignment_took_the_partition_from(
     assert report.kinds().keys() == {"replica-orphan"}
 
 
+def test_a_copy_kept_while_a_reassignment_held_the_replica_off(tmp_path: Path) -> None:
+    s = clean()
+    s.ev("harness", "harness", "event", "stale-copy", partition="q/0", broker=3, waited=20.0)
+    report = run_check(s, tmp_path)
+    orphans = only(report, "replica-orphan")
+    assert len(orphans) == 1 and "q/0" in orphans[0] and "broker 3" in orphans[0], orphans
+
+
 def test_a_reassignment_still_in_progress_after_healing(tmp_path: Path) -> None:
     s = clean()
     s.state_edits[pkey(Q, 0)] = {"replicas": [1, 2, 3, 4], "adding": [4], "removing": [1]}
