@@ -652,13 +652,13 @@ class ToolFailed(RuntimeError):
 
 
 def _operator(cluster: ChaosCluster, first: str, *args: str,
-              deadline_s: float = TOOL_RETRY_S) -> str:
+              deadline_s: float = TOOL_RETRY_S) -> dict[str, Any]:
     """Run chaos.reassign_tool with ``args`` in client node ``first``'s namespace, then
     in the others' in turn, until it succeeds or ``deadline_s`` has passed (a cut link
     or a controller moving makes it fail for a while, as it would for an operator).
     It bootstraps from the brokers running and not paused, as an operator would pick
-    one that answers. The node it succeeded from; ToolFailed with the last error
-    otherwise."""
+    one that answers. The tool's outcome (chaos.reassign_tool), with the ``node`` it
+    succeeded from; ToolFailed with the last error otherwise."""
     import json
     import os
     import subprocess
@@ -685,7 +685,7 @@ def _operator(cluster: ChaosCluster, first: str, *args: str,
             outcome = json.loads(lines[-1]) if lines else {
                 "ok": False, "error": done.stderr.decode(errors="replace")[-300:]}
             if outcome.get("ok"):
-                return node
+                return {**outcome, "node": node}
             last = f"{node}: {outcome.get('error')}"
         except subprocess.TimeoutExpired:
             last = f"{node}: no answer in {TOOL_TIMEOUT_S:g}s"
@@ -722,7 +722,9 @@ class Reassign(Fault):
     so its broker copies the whole log again: at apply (``add_back`` "apply", the copy
     then runs during the hold, at ``throttle`` bytes/s if set, the reassignment tool's
     --throttle) or at heal (``add_back`` "heal": the partition runs one replica short
-    meanwhile). ``rotate`` reorders the replicas and asks for a preferred leader
+    meanwhile). ``drop-cancel`` asks for the removal and at once cancels it (a null
+    target), racing the controller's completion: if it completed first, the replica is
+    added back instead. ``rotate`` reorders the replicas and asks for a preferred leader
     election, so the leadership moves; heal restores the order and the leader. Heal
     lifts the throttle and waits (at most 90 s) for the partition to be back on its
     ``original`` replicas with no reassignment in progress; what each step took is in
@@ -761,7 +763,7 @@ class Reassign(Fault):
         if self.node is None:
             self.node = rng.choice(cluster.client_names)
         if self.mode is None:
-            self.mode = rng.choice(["drop-add", "drop-add", "drop-add", "rotate"])
+            self.mode = rng.choice(["drop-add", "drop-add", "drop-cancel", "rotate"])
         current = _lookup(lambda: cluster.assignment(topic).get(p), f"{self.partition}'s replicas")
         if p in cluster.moving(topic):
             raise FaultSkipped(f"{self.partition} is being reassigned already")
@@ -781,6 +783,8 @@ class Reassign(Fault):
             self.dropped = (leader_of(cluster, self.partition) if self.drop_leader
                             else rng.choice(down) if self.companion and down
                             else rng.choice(self.original))
+        if self.mode == "drop-cancel":
+            self.add_back = "apply"
         if self.add_back is None:
             self.add_back = rng.choice(["apply", "heal"])
         if self.throttle is None:
@@ -788,6 +792,9 @@ class Reassign(Fault):
                              if self.add_back == "apply" and not self.companion else 0)
         kept = [b for b in self.original if b != self.dropped]
         self._first_alter(cluster, kept)
+        if self.mode == "drop-cancel":
+            self._cancel(cluster, kept)
+            return
         wait = COMPANION_REMOVAL_WAIT_S if self.companion else REMOVAL_WAIT_S
         took = _await_replicas(cluster, self.partition, kept, wait)
         self._removed = took is not None
@@ -827,6 +834,24 @@ class Reassign(Fault):
             if untouched:
                 raise FaultSkipped(f"the operator's reassignment failed: {exc}") from None
             self.description = f"(reassignment asked, its answer lost: {exc}) "
+
+    def _cancel(self, cluster: ChaosCluster, kept: list[int]) -> None:
+        """Cancel the removal just asked for; if the controller completed it first, add
+        the replica back. Either way the replicas may end in another order than at
+        first (a cancel keeps the reassignment's): heal asks for the original order."""
+        assert self.partition is not None and self.original is not None
+        assert self.node is not None
+        self.description += (f"reassign {self.partition} {self.original} -> {kept} (from "
+                             f"{self.node}), then cancel")
+        deadline = COMPANION_TOOL_RETRY_S if self.companion else TOOL_RETRY_S
+        try:
+            outcome = _operator(cluster, self.node, "cancel", self.partition,
+                                ",".join(map(str, self.original)), deadline_s=deadline)
+        except ToolFailed as exc:
+            self.description += f": failed ({exc}), left to heal"
+            return
+        self.description += (": cancelled" if outcome.get("done") == "cancelled" else
+                             f": the removal had completed, b{self.dropped} added back")
 
     def _throttle_args(self) -> list[str]:
         assert self.partition is not None and self.original is not None

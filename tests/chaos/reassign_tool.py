@@ -4,18 +4,23 @@ with kafka-python's admin client, as Kafka's kafka-reassign-partitions and
 kafka-leader-election tools do:
 
     python -m chaos.reassign_tool --bootstrap HOST:PORT,... alter TOPIC/P 1,2,3
+    ... cancel TOPIC/P 1,2,3          # cancel; with nothing to cancel, alter to 1,2,3
     ... elect TOPIC/P                 # a preferred leader election
     ... throttle TOPIC/P --rate BYTES --leaders 1,2 --followers 3 --brokers 1,2,3
     ... unthrottle TOPIC/P --leaders 1,2 --followers 3 --brokers 1,2,3
 
-``alter`` is AlterPartitionReassignments; ``elect`` ElectLeaders (preferred);
+``alter`` is AlterPartitionReassignments; ``cancel`` the same with a null target (the
+reassignment in progress cancelled) and, when the answer is NO_REASSIGNMENT_IN_PROGRESS
+(it completed meanwhile), an alter to the replicas given; ``elect`` ElectLeaders
+(preferred);
 ``throttle`` sets what the reassignment tool's --throttle sets: the leader and follower
 throttled rates of ``--brokers`` (dynamic broker configs) and the partition's
 ``<p>:<broker>`` pairs appended to the topic's leader/follower throttled replicas
 (IncrementalAlterConfigs); ``unthrottle`` takes them away again (its --verify).
 
-It prints one JSON line, ``{"ok": bool, "error": text or null}`` (``error``: the
-partition's error name, or the exception that stopped the request), and exits 0 when ok.
+It prints one JSON line, ``{"ok": bool, "error": text or null, "done": text}``
+(``error``: the partition's error name, or the exception that stopped the request;
+``done``: what ``cancel`` did, ``cancelled`` or ``reassigned``), and exits 0 when ok.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ def _partition(key: str) -> tuple[str, int]:
     return topic, int(p)
 
 
-def alter(admin: Any, key: str, replicas: list[int]) -> str | None:
+def alter(admin: Any, key: str, replicas: list[int] | None) -> str | None:
     from kafka import TopicPartition
 
     topic, p = _partition(key)
@@ -99,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("alter")
     a.add_argument("partition")
     a.add_argument("replicas")
+    c = sub.add_parser("cancel")
+    c.add_argument("partition")
+    c.add_argument("replicas")
     e = sub.add_parser("elect")
     e.add_argument("partition")
     for name in ("throttle", "unthrottle"):
@@ -111,11 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         t.add_argument("--brokers", default="")
     args = parser.parse_args(argv)
     error: str | None
+    done = ""
     try:
         admin = _admin(args.bootstrap)
         try:
             if args.command == "alter":
                 error = alter(admin, args.partition, _ids(args.replicas))
+            elif args.command == "cancel":
+                error, done = alter(admin, args.partition, None), "cancelled"
+                if error == "NoReassignmentInProgressError":
+                    error, done = alter(admin, args.partition, _ids(args.replicas)), "reassigned"
             elif args.command == "elect":
                 error = elect(admin, args.partition)
             else:
@@ -126,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             admin.close()
     except Exception as exc:  # noqa: BLE001 - the harness reads the outcome, not a traceback
         error = f"{type(exc).__name__}: {exc}"
-    print(json.dumps({"ok": error is None, "error": error}), flush=True)
+    print(json.dumps({"ok": error is None, "error": error, "done": done}), flush=True)
     return 0 if error is None else 1
 
 
