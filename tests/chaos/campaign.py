@@ -60,6 +60,9 @@ from .workload import Workload
 # A broker's data filesystem when a schedule fills disks: room for a long campaign's
 # data, small enough to fill in a second.
 DISK_MB = 256
+# A broker's replica.fetch.max.bytes when a schedule moves partitions: a throttled copy
+# then spans many fetches (Kafka's default of 1 MiB takes a short run's log in one).
+SMALL_FETCH_BYTES = 8192
 SETTLE_S = 120.0
 RERUN_PREFIX = "PYTHONPATH=tests .venv/bin/python -m chaos.campaign"
 
@@ -93,18 +96,22 @@ def features(schedule: Schedule) -> dict[str, Any]:
         "disk_mb": DISK_MB if "disk" in needs else 0,
         "zk_proxies": "zk_proxies" in needs,
         "faketime": "faketime" in needs and faketime_available(),
+        "config": ({"replica.fetch.max.bytes": str(SMALL_FETCH_BYTES)}
+                   if "small_fetches" in needs else None),
     }
 
 
 def settle(cluster: ChaosCluster, workload: Workload, say: Callable[[str], None],
            timeout: float = SETTLE_S) -> None:
     """Until every broker is registered under a live controller and every workload
-    partition is led with its full ISR; what does not come in ``timeout`` is said (the
-    final read then records it, and the checker reports it)."""
+    partition is led with its full ISR, with no reassignment in progress; what does not
+    come in ``timeout`` is said (the final read then records it, and the checker reports
+    it)."""
     started = time.monotonic()
     try:
         cluster.wait_settled(timeout)
         for spec in workload.topics.values():
+            cluster.wait_reassigned(spec.name, timeout)
             cluster.wait_full_isr(spec.name, spec.partitions, timeout)
         say(f"settled in {time.monotonic() - started:.1f}s")
     except AssertionError as exc:
@@ -138,6 +145,7 @@ def run_one(
         workload.start()
         on = ", ".join(filter(None, [
             f"{options['disk_mb']} MB disks" if options["disk_mb"] else "",
+            f"{SMALL_FETCH_BYTES} B replica fetches" if options["config"] else "",
             "ZooKeeper proxies" if options["zk_proxies"] else "",
             "libfaketime" if options["faketime"] else ""])) or "no extras"
         say(f"== {schedule.name} (seed {seed}): {schedule.about}; cluster with {on}; "
@@ -250,7 +258,8 @@ def _plan(args: argparse.Namespace) -> list[tuple[Schedule, int, float | None, s
                              f"{RERUN_PREFIX} --scenario {name} --seed {seed}"))
         return runs
     minutes = args.minutes / len(seeds)
-    missing = unavailable_kinds({"disk", "zk_proxies", "faketime", "workload"})
+    missing = unavailable_kinds({"disk", "zk_proxies", "faketime", "workload",
+                                 "small_fetches"})
     kinds = args.kinds.split(",") if args.kinds else list(KINDS)
     for kind, why in sorted(missing.items()):
         if kind in kinds:

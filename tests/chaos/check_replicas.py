@@ -1,7 +1,13 @@
 """Checks of the final read itself: every partition back to its full ISR, each in-sync
 replica a gapless run of batches reaching the high watermark, all of them byte for byte
 the same below it (batches compared, not segment files: roll points are each broker's
-own), and what the leaders serve over Kafka equal to what their files hold."""
+own), and what the leaders serve over Kafka equal to what their files hold.
+
+The replicas are the assignment at the end: after a reassignment, those it removed are
+not expected anywhere; a reassignment still in progress once everything healed, and a
+broker still holding a copy of a partition it is no longer assigned, are anomalies: at
+the end (the final read's ``orphans``), or while a reassignment fault held a replica
+off a broker that was up (the harness's ``event stale-copy``, chaos.faults.Reassign)."""
 
 from __future__ import annotations
 
@@ -31,6 +37,13 @@ def check_replicas(run: Run, report: Report) -> None:
     compared = 0
     for key, info in sorted(final.partitions.items()):
         replicas = final.replicas.get(key, {})
+        if info.get("adding") or info.get("removing"):
+            report.add("reassignment", f"{key}: still being reassigned after healing (replicas "
+                                       f"{info.get('replicas')}, adding {info.get('adding')}, "
+                                       f"removing {info.get('removing')})")
+        for broker in info.get("orphans", []):
+            report.add("replica-orphan", f"{key}: broker {broker} still holds a copy, though "
+                                         f"the partition's replicas are {info.get('replicas')}")
         if not info.get("full_isr"):
             report.add("isr", f"{key}: after healing the ISR was {info.get('isr')} of replicas "
                               f"{info.get('replicas')} (leader {info.get('leader')})")
@@ -79,6 +92,11 @@ def check_replicas(run: Run, report: Report) -> None:
                            f"{key}: below the high watermark {hw}, broker {broker} holds "
                            f"{len(got)} batches, broker {reference} {len(expected)}")
     report.figures["replica_pairs_compared"] = compared
+    for e in run.histories.get("harness", []):
+        if e.get("op") == "stale-copy":
+            report.add("replica-orphan", f"{e.get('partition')}: broker {e.get('broker')} "
+                                         f"still held a copy {e.get('waited')}s after a "
+                                         f"reassignment had removed its replica")
     _check_fetched(run, report)
 
 

@@ -50,6 +50,10 @@ BROKER_CONFIG: dict[str, str] = {
 }
 
 
+# The longest one read of ZooKeeper by the harness waits (a timeout is an error that
+# the harness's waits take as "not yet").
+ZK_CALL_S = 5.0
+
 # Broker i's ZooKeeper proxy listens on this port + i, in ZooKeeper's namespace.
 PROXY_BASE_PORT = 2190
 
@@ -210,12 +214,17 @@ class ChaosCluster:
         return self._zk
 
     def get_json(self, path: str) -> Any:
-        data, _ = self.zk.get(path)
+        # Bounded: kazoo queues a call made while ZooKeeper is down and waits for it
+        # without end, and a fault may look ZooKeeper up while another has it down.
+        data, _ = self.zk.get_async(path).get(timeout=ZK_CALL_S)
         return json.loads(data)
+
+    def children(self, path: str) -> list[str]:
+        return list(self.zk.get_children_async(path).get(timeout=ZK_CALL_S))
 
     def live_ids(self) -> set[int]:
         try:
-            return {int(c) for c in self.zk.get_children("/brokers/ids")}
+            return {int(c) for c in self.children("/brokers/ids")}
         except NoNodeError:
             return set()
 
@@ -231,6 +240,13 @@ class ChaosCluster:
     def assignment(self, topic: str) -> dict[int, list[int]]:
         doc = self.get_json(f"/brokers/topics/{topic}")
         return {int(p): r for p, r in doc["partitions"].items()}
+
+    def moving(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+        """The topic's partitions being reassigned: partition -> (adding, removing)."""
+        doc = self.get_json(f"/brokers/topics/{topic}")
+        adding = {int(p): r for p, r in (doc.get("adding_replicas") or {}).items() if r}
+        removing = {int(p): r for p, r in (doc.get("removing_replicas") or {}).items() if r}
+        return {p: (adding.get(p, []), removing.get(p, [])) for p in {*adding, *removing}}
 
     def leader(self, topic: str, partition: int) -> int:
         return int(self.partition_state(topic, partition)["leader"])
@@ -263,6 +279,11 @@ class ChaosCluster:
             return True
 
         wait_until(full, f"{topic}: every partition led with its full ISR", timeout)
+
+    def wait_reassigned(self, topic: str, timeout: float = 60.0) -> None:
+        """Until no partition of ``topic`` is being reassigned."""
+        wait_until(lambda: not self.moving(topic), f"{topic}: no reassignment in progress",
+                   timeout)
 
     def wait_settled(self, timeout: float = 90.0) -> None:
         up = {i for i, b in self.brokers.items() if b.running and not b.paused}

@@ -15,7 +15,17 @@ partitions as ``"<topic>/<p>"``).
 Kinds and what each needs from the cluster (``Fault.needs``): ``disk`` (a cluster made
 with ``disk_mb`` > 0), ``zk_proxies``, ``faketime`` (libfaketime installed: without it
 the clock-jump kind is left out, and the campaign says so), ``workload`` (the fault acts
-on the workload's workers; the runner binds it with ``fault.workload = workload``).
+on the workload's workers; the runner binds it with ``fault.workload = workload``),
+``small_fetches`` (brokers fetching at most chaos.campaign.SMALL_FETCH_BYTES of a
+partition at a time, so a replica a reassignment adds copies the log over many fetches).
+
+``reassign`` moves a partition as an operator does, through the Kafka protocol from a
+client node (chaos.reassign_tool, run in the node's namespace, so the network faults of
+the moment apply to it; it is tried again from the other client node, as an operator
+would, for up to TOOL_RETRY_S): a replica removed and added back, or the replica order
+rotated; its heal waits, bounded, until the partition is back on its replicas with no
+reassignment in progress. It impairs no broker (category ``admin``), so the random
+schedule overlaps it with kills, cuts, pauses and ZooKeeper faults.
 
 ``heal_all`` is the end of every run: the network whole, every process resumed and
 running, disks freed, ZooKeeper delays off, consumers running.
@@ -70,7 +80,7 @@ def user_partitions(cluster: ChaosCluster) -> list[str]:
     """``"<topic>/<p>"`` of every partition of the topics clients made (not ``__*``)."""
     def listing() -> list[str]:
         out = []
-        for topic in sorted(cluster.zk.get_children("/brokers/topics")):
+        for topic in sorted(cluster.children("/brokers/topics")):
             if topic.startswith("__"):
                 continue
             out += [f"{topic}/{p}" for p in sorted(cluster.assignment(topic))]
@@ -143,8 +153,8 @@ class Fault:
     needs: ClassVar[frozenset[str]] = frozenset()
     # The random schedule's range of hold times, seconds.
     holds: ClassVar[tuple[float, float]] = (5.0, 20.0)
-    # net, broker, zookeeper, client: a schedule overlaps two faults only of different
-    # categories, and never two that impair brokers.
+    # net, broker, zookeeper, client, admin: a schedule overlaps two faults only of
+    # different categories, and never two that impair brokers.
     category: ClassVar[str] = "net"
 
     description: str = field(default="", init=False, repr=False, compare=False)
@@ -278,12 +288,14 @@ class IsolateController(Fault):
 @dataclass
 class FollowerFromLeader(Fault):
     """A follower in a partition's ISR cut off from that partition's leader only: it
-    still reaches ZooKeeper, the other brokers and the clients."""
+    still reaches ZooKeeper, the other brokers and the clients. ``adding``: the follower
+    is instead a replica a reassignment is adding (in the ISR or not yet)."""
 
     kind: ClassVar[str] = "follower-from-leader"
     partition: str | None = None
     leader: int | None = None
     follower: int | None = None
+    adding: bool = False
     _added: list[list[str]] = field(default_factory=list, init=False, repr=False)
 
     def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
@@ -294,15 +306,21 @@ class FollowerFromLeader(Fault):
 
             def found() -> tuple[int, list[int]] | None:
                 state = cluster.partition_state(topic, p)
-                others = sorted(int(b) for b in state["isr"] if int(b) != state["leader"])
+                if self.adding:
+                    candidates = cluster.moving(topic).get(p, ([], []))[0]
+                else:
+                    candidates = state["isr"]
+                others = sorted(int(b) for b in candidates if int(b) != state["leader"])
                 return (int(state["leader"]), others) if state["leader"] > 0 and others else None
 
-            leader, followers = _lookup(found, f"a leader of {self.partition} and a follower")
+            what = "a replica being added" if self.adding else "a follower"
+            leader, followers = _lookup(found, f"a leader of {self.partition} and {what}")
             self.leader, self.follower = leader, rng.choice(followers)
         a, b = cluster.node_name(self.follower), cluster.node_name(self.leader)
         self._added = _block(cluster, [(a, b), (b, a)])
-        self.description = (f"cut {a} <-> {b} ({a} follows {b}, the leader of "
-                            f"{self.partition}; both still reach zk)")
+        role = "is being added to" if self.adding else "follows"
+        self.description = (f"cut {a} <-> {b} ({a} {role} {self.partition}, led by {b}; "
+                            f"both still reach zk)")
 
     def heal(self, cluster: ChaosCluster) -> None:
         _unblock(cluster, self._added)
@@ -611,6 +629,317 @@ class TxnCoordinatorCut(Fault):
         _unblock(cluster, self._added)
 
 
+# -- reassignments ------------------------------------------------------------------------
+
+# The longest a reassignment fault waits for a reassignment it asked for to complete.
+REASSIGN_WAIT_S = 90.0
+# How long apply waits for a removal to complete before it goes on without (as the
+# second fault of a step, while a broker is down: the first's heal is due meanwhile).
+REMOVAL_WAIT_S = 30.0
+COMPANION_REMOVAL_WAIT_S = 3.0
+# How long an operator's command is tried again (from each client node in turn).
+TOOL_RETRY_S = 45.0
+COMPANION_TOOL_RETRY_S = 5.0
+# How long a broker a removal completed on has, once it is up, to delete its copy
+# before the replica is added back at heal.
+COPY_GONE_S = 20.0
+TOOL_TIMEOUT_S = 20.0
+TESTS_DIR = Path(__file__).resolve().parent.parent
+
+
+class ToolFailed(RuntimeError):
+    """An operator's command kept failing from every client node."""
+
+
+def _operator(cluster: ChaosCluster, first: str, *args: str,
+              deadline_s: float = TOOL_RETRY_S) -> dict[str, Any]:
+    """Run chaos.reassign_tool with ``args`` in client node ``first``'s namespace, then
+    in the others' in turn, until it succeeds or ``deadline_s`` has passed (a cut link
+    or a controller moving makes it fail for a while, as it would for an operator).
+    It bootstraps from the brokers running and not paused, as an operator would pick
+    one that answers. The tool's outcome (chaos.reassign_tool), with the ``node`` it
+    succeeded from; ToolFailed with the last error otherwise."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    nodes = [first, *[c for c in cluster.client_names if c != first]]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(TESTS_DIR), env.get("PYTHONPATH", "")) if p)
+    deadline = time.monotonic() + deadline_s
+    last = "not tried"
+    attempt = 0
+    while True:
+        node = nodes[attempt % len(nodes)]
+        attempt += 1
+        up = _up_brokers(cluster) or cluster.ids
+        bootstrap = ",".join(cluster.broker(i).bootstrap for i in up)
+        cmd = [*cluster.net.exec_prefix(node), sys.executable, "-m", "chaos.reassign_tool",
+               "--bootstrap", bootstrap, *args]
+        try:
+            done = subprocess.run(cmd, cwd=TESTS_DIR, env=env, capture_output=True,
+                                  timeout=TOOL_TIMEOUT_S, check=False)
+            lines = done.stdout.decode(errors="replace").strip().splitlines()
+            outcome = json.loads(lines[-1]) if lines else {
+                "ok": False, "error": done.stderr.decode(errors="replace")[-300:]}
+            if outcome.get("ok"):
+                return {**outcome, "node": node}
+            last = f"{node}: {outcome.get('error')}"
+        except subprocess.TimeoutExpired:
+            last = f"{node}: no answer in {TOOL_TIMEOUT_S:g}s"
+        except ValueError as exc:
+            last = f"{node}: {exc}"
+        if time.monotonic() > deadline:
+            raise ToolFailed(f"{' '.join(args[:2])}: {last}")
+        time.sleep(1.0)
+
+
+def _await_replicas(cluster: ChaosCluster, key: str, target: list[int],
+                    timeout: float) -> float | None:
+    """Seconds until ``key``'s replicas are ``target`` with no reassignment in progress
+    (ZooKeeper's topic znode), or None if not within ``timeout``."""
+    topic, p = split_partition(key)
+    started = time.monotonic()
+
+    def done() -> bool:
+        return cluster.assignment(topic).get(p) == target and p not in cluster.moving(topic)
+
+    try:
+        wait_until(done, f"{key} reassigned to {target}", timeout, 0.2)
+    except AssertionError:
+        return None
+    return time.monotonic() - started
+
+
+@dataclass
+class Reassign(Fault):
+    """A partition of the clients' topics reassigned (KIP-455) through the Kafka
+    protocol, from a client node, as an operator runs Kafka's tools (chaos.reassign_tool):
+    ``mode`` ``drop-add`` removes one replica (``dropped``; the leader's when
+    ``drop_leader``), waits (at most 30 s) for the removal to complete, and adds it back,
+    so its broker copies the whole log again: at apply (``add_back`` "apply", the copy
+    then runs during the hold, at ``throttle`` bytes/s if set, the reassignment tool's
+    --throttle) or at heal (``add_back`` "heal": the partition runs one replica short
+    meanwhile). ``drop-cancel`` asks for the removal and at once cancels it (a null
+    target), racing the controller's completion: if it completed first, the replica is
+    added back instead. ``rotate`` reorders the replicas and asks for a preferred leader
+    election, so the leadership moves; heal restores the order and the leader. Heal
+    lifts the throttle and waits (at most 90 s) for the partition to be back on its
+    ``original`` replicas with no reassignment in progress; what each step took is in
+    the description. Before a heal adds back a replica whose removal completed at apply,
+    it waits (at most 20 s) for that broker, if it is up, to have deleted its copy; one
+    still there is written to the harness history (``event stale-copy {partition,
+    broker, waited}``), and the checker reports it. ``companion``: the second fault of a
+    step, applied while a broker is down, paused or out of disk: it drops that broker's
+    replica, waits at most 3 s for the removal, copies unthrottled, and an add-back at
+    apply refused for 5 s (its broker not registered) is left to heal."""
+
+    kind: ClassVar[str] = "reassign"
+    # Brokers fetch at most 8 KiB of a partition at a time, so a throttled copy spans
+    # many fetches (one fetch would otherwise take the whole log of a short run).
+    needs: ClassVar[frozenset[str]] = frozenset({"small_fetches"})
+    category: ClassVar[str] = "admin"
+    partition: str | None = None
+    mode: str | None = None
+    original: list[int] | None = None
+    dropped: int | None = None
+    drop_leader: bool = False
+    add_back: str | None = None
+    throttle: int | None = None
+    node: str | None = None
+    companion: bool = False
+    _throttled: bool = field(default=False, init=False, repr=False)
+    # The original replicas were asked for again (a failed apply leaves it to heal).
+    _restored: bool = field(default=False, init=False, repr=False)
+    # The removal completed at apply.
+    _removed: bool = field(default=False, init=False, repr=False)
+
+    def apply(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        if self.partition is None:
+            self.partition = _pick_partition(cluster, rng)
+        topic, p = split_partition(self.partition)
+        if self.node is None:
+            self.node = rng.choice(cluster.client_names)
+        if self.mode is None:
+            self.mode = rng.choice(["drop-add", "drop-add", "drop-cancel", "rotate"])
+        current = _lookup(lambda: cluster.assignment(topic).get(p), f"{self.partition}'s replicas")
+        if p in cluster.moving(topic):
+            raise FaultSkipped(f"{self.partition} is being reassigned already")
+        if self.original is None:
+            self.original = list(current)
+        if len(self.original) < 3:
+            raise FaultSkipped(f"{self.partition} has {len(self.original)} replicas")
+        if self.mode == "rotate":
+            self._rotate(cluster, rng)
+            return
+        if self.dropped is None:
+            # The second fault of a step moves the replica of the broker the first took
+            # down, froze or filled: an operator's answer to a broker gone, its copy left
+            # behind, stale, when it comes back (or undeletable on a full disk).
+            down = [b for b in self.original if b not in _up_brokers(cluster)
+                    or (cluster.broker(b).disk.kind != "dir" and cluster.broker(b).disk.full)]
+            self.dropped = (leader_of(cluster, self.partition) if self.drop_leader
+                            else rng.choice(down) if self.companion and down
+                            else rng.choice(self.original))
+        if self.mode == "drop-cancel":
+            self.add_back = "apply"
+        if self.add_back is None:
+            self.add_back = rng.choice(["apply", "heal"])
+        if self.throttle is None:
+            self.throttle = (rng.choice([0, 2048, 8192])
+                             if self.add_back == "apply" and not self.companion else 0)
+        kept = [b for b in self.original if b != self.dropped]
+        self._first_alter(cluster, kept)
+        if self.mode == "drop-cancel":
+            self._cancel(cluster, kept)
+            return
+        wait = COMPANION_REMOVAL_WAIT_S if self.companion else REMOVAL_WAIT_S
+        took = _await_replicas(cluster, self.partition, kept, wait)
+        self._removed = took is not None
+        self.description += (f"reassign {self.partition} {self.original} -> {kept} (from "
+                            f"{self.node}): " + (f"b{self.dropped}'s replica removed in "
+                                                 f"{took:.1f}s" if took is not None else
+                                                 f"removal not done in {wait:g}s"))
+        if self.add_back == "apply":
+            self._add_back(cluster)
+        else:
+            self.description += f"; b{self.dropped} added back at heal"
+
+    def _alter(self, cluster: ChaosCluster, replicas: list[int]) -> None:
+        assert self.partition is not None and self.node is not None
+        _operator(cluster, self.node, "alter", self.partition,
+                  ",".join(str(b) for b in replicas))
+
+    def _first_alter(self, cluster: ChaosCluster, replicas: list[int]) -> None:
+        """The fault's first request. When it fails and ZooKeeper shows it took no
+        effect, the fault is skipped; when it may have (an answer lost), the fault goes
+        on, and its heal puts the original replicas back. From here on apply raises
+        nothing: what fails is said in the description and left to heal, so a second
+        fault's apply never holds the runner (and the first fault's heal) up."""
+        assert self.partition is not None and self.original is not None
+        deadline = COMPANION_TOOL_RETRY_S if self.companion else TOOL_RETRY_S
+        assert self.node is not None
+        try:
+            _operator(cluster, self.node, "alter", self.partition,
+                      ",".join(str(b) for b in replicas), deadline_s=deadline)
+        except ToolFailed as exc:
+            topic, p = split_partition(self.partition)
+            try:
+                untouched = (cluster.assignment(topic).get(p) == self.original
+                             and p not in cluster.moving(topic))
+            except Exception:  # noqa: BLE001 - ZooKeeper not answering: it may have
+                untouched = False
+            if untouched:
+                raise FaultSkipped(f"the operator's reassignment failed: {exc}") from None
+            self.description = f"(reassignment asked, its answer lost: {exc}) "
+
+    def _cancel(self, cluster: ChaosCluster, kept: list[int]) -> None:
+        """Cancel the removal just asked for; if the controller completed it first, add
+        the replica back. Either way the replicas may end in another order than at
+        first (a cancel keeps the reassignment's): heal asks for the original order."""
+        assert self.partition is not None and self.original is not None
+        assert self.node is not None
+        self.description += (f"reassign {self.partition} {self.original} -> {kept} (from "
+                             f"{self.node}), then cancel")
+        deadline = COMPANION_TOOL_RETRY_S if self.companion else TOOL_RETRY_S
+        try:
+            outcome = _operator(cluster, self.node, "cancel", self.partition,
+                                ",".join(map(str, self.original)), deadline_s=deadline)
+        except ToolFailed as exc:
+            self.description += f": failed ({exc}), left to heal"
+            return
+        self.description += (": cancelled" if outcome.get("done") == "cancelled" else
+                             f": the removal had completed, b{self.dropped} added back")
+
+    def _throttle_args(self) -> list[str]:
+        assert self.partition is not None and self.original is not None
+        kept = [b for b in self.original if b != self.dropped]
+        return [self.partition, "--leaders", ",".join(map(str, kept)),
+                "--followers", str(self.dropped),
+                "--brokers", ",".join(map(str, self.original))]
+
+    def _add_back(self, cluster: ChaosCluster) -> None:
+        assert self.original is not None and self.node is not None
+        assert self.partition is not None
+        deadline = COMPANION_TOOL_RETRY_S if self.companion else TOOL_RETRY_S
+        try:
+            if self.throttle:
+                self._throttled = True  # heal lifts it, whatever part of it was set
+                _operator(cluster, self.node, "throttle", *self._throttle_args(),
+                          "--rate", str(self.throttle), deadline_s=deadline)
+            _operator(cluster, self.node, "alter", self.partition,
+                      ",".join(str(b) for b in self.original), deadline_s=deadline)
+        except ToolFailed as exc:
+            self.description += f"; adding b{self.dropped} back failed ({exc}), left to heal"
+            return
+        self._restored = True
+        rate = f" at {self.throttle} B/s" if self.throttle else ""
+        self.description += f"; b{self.dropped} added back{rate} -> {self.original}"
+
+    def _rotate(self, cluster: ChaosCluster, rng: random.Random) -> None:
+        assert self.original is not None and self.partition is not None
+        assert self.node is not None
+        k = rng.randrange(1, len(self.original))
+        rotated = self.original[k:] + self.original[:k]
+        self._first_alter(cluster, rotated)
+        wait = COMPANION_REMOVAL_WAIT_S if self.companion else REMOVAL_WAIT_S
+        took = _await_replicas(cluster, self.partition, rotated, wait)
+        self.description += (f"reassign {self.partition} {self.original} -> {rotated} (from "
+                             f"{self.node}), " + ("done" if took is not None else "not done"))
+        try:
+            _operator(cluster, self.node, "elect", self.partition,
+                      deadline_s=COMPANION_TOOL_RETRY_S if self.companion else TOOL_RETRY_S)
+            topic, p = split_partition(self.partition)
+            self.description += f", preferred election: b{cluster.leader(topic, p)} leads"
+        except Exception as exc:  # noqa: BLE001 - said; the heal elects again
+            self.description += f", preferred election failed ({exc})"
+
+    def heal(self, cluster: ChaosCluster) -> None:
+        assert self.original is not None and self.partition is not None
+        assert self.node is not None
+        started = time.monotonic()
+        if self._removed and not self._restored:
+            self._check_copy_gone(cluster)
+        try:
+            if not self._restored:
+                self._alter(cluster, self.original)
+                self._restored = True
+        finally:
+            if self._throttled:
+                _operator(cluster, self.node, "unthrottle", *self._throttle_args())
+                self._throttled = False
+        took = _await_replicas(cluster, self.partition, self.original, REASSIGN_WAIT_S)
+        if self.mode == "rotate":
+            _operator(cluster, self.node, "elect", self.partition)
+        if took is None:
+            raise ToolFailed(f"{self.partition} not back on {self.original} with no "
+                             f"reassignment in progress {REASSIGN_WAIT_S:g}s after its heal")
+        self.description += f"; healed: on {self.original} after " \
+                            f"{time.monotonic() - started:.1f}s"
+
+
+    def _check_copy_gone(self, cluster: ChaosCluster) -> None:
+        """The broker whose replica was removed holds no copy of it any more (if it is up
+        to delete it); else an event for the checker."""
+        assert self.partition is not None and self.dropped is not None
+        if self.dropped not in _up_brokers(cluster):
+            return
+        topic, p = split_partition(self.partition)
+        copy = cluster.partition_dir(self.dropped, topic, p)
+        started = time.monotonic()
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: not copy.exists(), f"b{self.dropped}'s copy deleted",
+                       COPY_GONE_S, 0.2)
+            return
+        waited = round(time.monotonic() - started, 1)
+        self.description += f"; b{self.dropped} still held its copy after {waited:g}s"
+        if self.workload is not None and self.workload.harness is not None:
+            self.workload.harness.event("stale-copy", partition=self.partition,
+                                        broker=self.dropped, waited=waited)
+
+
 def _await_commit(path: Path, timeout: float) -> int | None:
     """The transaction number of the next ``invoke commit`` line written to ``path``
     (None if none within ``timeout``)."""
@@ -640,14 +969,14 @@ KINDS: dict[str, type[Fault]] = {
     cls.kind: cls for cls in (
         CutLink, IsolateNode, LeaderFromZooKeeper, IsolateController, FollowerFromLeader,
         Split, PauseBroker, KillBroker, TerminateBroker, RestartZooKeeper, PauseZooKeeper,
-        FillDisk, DelayZooKeeper, JumpClock, RestartConsumer, TxnCoordinatorCut,
+        FillDisk, DelayZooKeeper, JumpClock, RestartConsumer, TxnCoordinatorCut, Reassign,
     )
 }
 
 
 def unavailable_kinds(features: set[str]) -> dict[str, str]:
     """Kinds this machine or cluster cannot host, with why; ``features``: what the cluster
-    has (``disk``, ``zk_proxies``, ``faketime``, ``workload``)."""
+    has (``disk``, ``zk_proxies``, ``faketime``, ``workload``, ``small_fetches``)."""
     out = {}
     for kind, cls in KINDS.items():
         missing = cls.needs - features

@@ -5,13 +5,18 @@ Files, under ``<out_dir>/final/``:
 
 - ``state.json``: ``{"time", "errors": [text], "partitions": {"<topic>/<p>": {"topic",
   "partition", "leader", "leader_epoch", "isr", "replicas", "full_isr",
-  "high_watermark", "last_stable_offset", "files": {"<broker id>":
-  "<path under final/>"}}}, "committed": {"<group>": {"<topic>/<p>": offset}},
+  "high_watermark", "last_stable_offset", "adding", "removing", "orphans", "files":
+  {"<broker id>": "<path under final/>"}}}, "committed": {"<group>": {"<topic>/<p>": offset}},
   "fetched": {"<topic>": ["read_uncommitted", ...]}, "moved_during_read": [text]}``
   (marks that still moved while the last attempt read; empty normally). ``high_watermark`` and
   ``last_stable_offset`` are what the leader answered to ListOffsets (read_uncommitted
   and read_committed); ``full_isr`` is false when the partition did not get every
-  replica back in its ISR in time (``isr`` is then what it had).
+  replica back in its ISR in time (``isr`` is then what it had). ``replicas`` is the
+  assignment at the end (ZooKeeper's topic znode): a replica a reassignment removed is
+  not expected anywhere; ``adding``/``removing`` are the replicas a reassignment still
+  in progress adds and removes (empty normally); ``orphans`` the brokers outside
+  ``replicas`` whose data directory still holds the partition after waiting up to
+  ORPHAN_WAIT_S for their copies to be deleted.
 - ``replicas/<topic>-<p>/broker-<id>.log``: every whole record batch (v2, as on disk)
   of that broker's replica, in log order, concatenated: the segments' contents with
   their roll points left out, so replicas compare batch for batch.
@@ -38,6 +43,8 @@ from .history import text
 
 FINAL_DIR = "final"
 STATE_FILE = "state.json"
+# How long a broker a reassignment took a partition from has to delete its copy.
+ORPHAN_WAIT_S = 30.0
 
 
 def pkey(topic: str, partition: int) -> str:
@@ -321,17 +328,21 @@ def _save_replicas(
 
     errors: list[str] = []
     partitions: dict[str, dict[str, Any]] = {}
+    orphans = _orphans(cluster, topics, ORPHAN_WAIT_S)
     for topic, n in topics.items():
         assignment = cluster.assignment(topic)
+        moving = cluster.moving(topic)
         for p in range(n):
             key = pkey(topic, p)
             zk_state = cluster.partition_state(topic, p)
+            adding, removing = moving.get(p, ([], []))
             info: dict[str, Any] = {
                 "topic": topic, "partition": p,
                 "leader": zk_state["leader"], "leader_epoch": zk_state.get("leader_epoch"),
                 "isr": sorted(zk_state["isr"]), "replicas": list(assignment[p]),
                 "full_isr": full[topic] and sorted(zk_state["isr"]) == sorted(assignment[p]),
                 "high_watermark": high.get(key), "last_stable_offset": stable.get(key),
+                "adding": adding, "removing": removing, "orphans": orphans.get(key, []),
                 "files": {},
             }
             for broker_id in assignment[p]:
@@ -345,6 +356,24 @@ def _save_replicas(
                 info["files"][str(broker_id)] = rel
             partitions[key] = info
     return partitions, errors
+
+
+def _orphans(cluster: Any, topics: Mapping[str, int], timeout: float) -> dict[str, list[int]]:
+    """``"<topic>/<p>" ->`` the brokers outside the partition's replicas whose data
+    directory still holds it, once ``timeout`` has passed (or none is left)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found: dict[str, list[int]] = {}
+        for topic, n in topics.items():
+            assignment = cluster.assignment(topic)
+            for p in range(n):
+                held = [i for i in cluster.ids if i not in assignment[p]
+                        and (cluster.broker(i).data_dir / f"{topic}-{p}").exists()]
+                if held:
+                    found[pkey(topic, p)] = held
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(1.0)
 
 
 def _save_fetches(

@@ -32,10 +32,12 @@ is meant:
 - ``double-failover``: the leader killed, and the new leader killed as soon as it is
   elected (the first restarted 3 s later);
 - ``txn-commit``: the transaction coordinator isolated just as a commit is asked for,
-  then cut from the other brokers only at the next commit.
-
-A partition during a reassignment is not among them: chronik has no partition
-reassignment yet.
+  then cut from the other brokers only at the next commit;
+- ``reassign``: the partition's leader's replica removed by a reassignment (the
+  leadership moves) and added back at a throttled rate, so its broker copies the log
+  again; midway the new leader is killed (kill -9) and, once another is elected, the
+  broker receiving the replica is cut off from it for a while; healed, the copy
+  completes and the partition is back on its three replicas.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from .faults import (
     IsolateNode,
     KillBroker,
     LeaderFromZooKeeper,
+    Reassign,
     RestartConsumer,
     Split,
     TxnCoordinatorCut,
@@ -77,6 +80,8 @@ WARMUP_S = 5.0
 QUIET_S = (3.0, 12.0)
 # The share of random steps that get a second, overlapping fault.
 OVERLAP = 0.2
+# The share of reassignments that get one: moving a partition is meant to meet faults.
+REASSIGN_OVERLAP = 0.6
 
 
 @dataclass
@@ -115,7 +120,14 @@ def random_schedule(seed: int, minutes: float, kinds: list[str]) -> Schedule:
     """Faults of ``kinds`` picked with a generator seeded by ``seed`` until ``minutes``
     are planned: each held for a time in its kind's range, then a quiet time; one step
     in five gets a second fault of another category that impairs no broker (a client
-    isolated or a consumer restarted) overlapping it."""
+    isolated, a consumer restarted, or, when the first fault is a broker's, a partition
+    reassigned) overlapping it. A reassignment gets a second fault more often (three in
+    five), of any other kind but a client's: a broker killed, stopped or paused, a link
+    cut, ZooKeeper down... healed at least a second before the reassignment's own heal,
+    which waits for the partition to be back on its replicas. A reassignment that is
+    the second fault is healed 1-8 s after the first, for the same reason. (Never with
+    a ZooKeeper or network fault as the first: its steps would wait on a controller
+    that cannot write, and the runner with them.)"""
     rng = random.Random(f"chaos-schedule-{seed}")
     steps: list[Step] = []
     budget = minutes * 60.0
@@ -126,16 +138,27 @@ def random_schedule(seed: int, minutes: float, kinds: list[str]) -> Schedule:
         hold = round(rng.uniform(*cls.holds), 1)
         steps.append(Step(cls(), round(delay, 1), hold))
         span = hold
-        if rng.random() < OVERLAP and hold > 2.0:
+        share = REASSIGN_OVERLAP if cls is Reassign else OVERLAP
+        if rng.random() < share and hold > 2.0:
             companions: list[Fault] = []
-            if "restart-consumer" in kinds:
-                companions.append(RestartConsumer())
-            if cls.category != "net" and "isolate-node" in kinds:
-                companions.append(IsolateNode(role="client"))
+            if cls is Reassign:
+                companions += [KINDS[k]() for k in kinds
+                               if KINDS[k].category not in ("admin", "client")]
+            else:
+                if "restart-consumer" in kinds:
+                    companions.append(RestartConsumer())
+                if cls.category != "net" and "isolate-node" in kinds:
+                    companions.append(IsolateNode(role="client"))
+                if cls.category == "broker" and "reassign" in kinds:
+                    companions.append(Reassign(companion=True))
             if companions:
                 second = rng.choice(companions)
                 d2 = round(rng.uniform(0.0, hold / 2), 1)
-                h2 = round(rng.uniform(1.0, max(hold - d2, 1.0)), 1)
+                if isinstance(second, Reassign):
+                    h2 = round(hold - d2 + rng.uniform(1.0, 8.0), 1)
+                else:
+                    margin = 1.0 if cls is Reassign else 0.0
+                    h2 = round(rng.uniform(1.0, max(hold - d2 - margin, 1.0)), 1)
                 steps.append(Step(second, d2, h2))
                 span = max(hold - d2, h2)
         quiet = rng.uniform(*QUIET_S)
@@ -180,6 +203,16 @@ def _txn_commit(queue: str) -> list[Step]:
     ]
 
 
+def _reassign(queue: str) -> list[Step]:
+    partition = f"{queue}/0"
+    return [
+        Step(Reassign(partition=partition, mode="drop-add", drop_leader=True,
+                      add_back="apply", throttle=2048), WARMUP_S, 24.0),
+        Step(KillBroker(leader_of=partition, await_failover=True), 2.0, 5.0),
+        Step(FollowerFromLeader(partition=partition, adding=True), 0.0, 8.0),
+    ]
+
+
 SCENARIOS: dict[str, tuple[Callable[[str], list[Step]], str]] = {
     "leader-zk": (_leader_zk, "the leader isolated from ZooKeeper, reachable by clients"),
     "controller": (_controller, "the controller isolated"),
@@ -188,6 +221,8 @@ SCENARIOS: dict[str, tuple[Callable[[str], list[Step]], str]] = {
     "split": (_split, "a majority/minority split with producers on both sides"),
     "double-failover": (_double_failover, "two failovers in quick succession"),
     "txn-commit": (_txn_commit, "a partition during a transaction commit"),
+    "reassign": (_reassign, "a partition's leader moved off and back by reassignment, "
+                            "its new leader killed and its new replica cut off midway"),
 }
 
 

@@ -51,6 +51,9 @@ class Synth:
     fetch_edits: dict[tuple[str, str], Callable[[list[dict]], list[dict]]] = field(
         default_factory=dict)
     state_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (topic, partition, broker) whose replica file the final read did not take (a broker
+    # outside the partition's replicas at the end).
+    dropped_files: set[tuple[str, int, int]] = field(default_factory=set)
     clock: float = T0
 
     def at(self, dt: float = 0.01) -> float:
@@ -164,6 +167,8 @@ class Synth:
                         "high_watermark": len(log), "last_stable_offset": len(log), "files": {},
                         **self.state_edits.get(key, {})}
                 for broker in (1, 2, 3):
+                    if (topic, p, broker) in self.dropped_files:
+                        continue
                     batches = [self._batch(o, e) for o, e in enumerate(log)]
                     edit = self.replica_edits.get((topic, p, broker))
                     if edit is not None:
@@ -358,6 +363,43 @@ def test_a_partition_without_its_full_isr(tmp_path: Path) -> None:
     s.state_edits[pkey(Q, 0)] = {"isr": [1, 2], "full_isr": False}
     report = run_check(s, tmp_path)
     assert any("q/0" in m and "[1, 2]" in m for m in only(report, "isr")), report.summary()
+
+
+def test_a_copy_left_on_a_broker_a_reassignment_took_the_partition_from(
+        tmp_path: Path) -> None:
+    s = clean()
+    s.state_edits[pkey(Q, 1)] = {"orphans": [4]}
+    report = run_check(s, tmp_path)
+    orphans = only(report, "replica-orphan")
+    assert len(orphans) == 1 and "q/1" in orphans[0] and "broker 4" in orphans[0], orphans
+    assert report.kinds().keys() == {"replica-orphan"}
+
+
+def test_a_copy_kept_while_a_reassignment_held_the_replica_off(tmp_path: Path) -> None:
+    s = clean()
+    s.ev("harness", "harness", "event", "stale-copy", partition="q/0", broker=3, waited=20.0)
+    report = run_check(s, tmp_path)
+    orphans = only(report, "replica-orphan")
+    assert len(orphans) == 1 and "q/0" in orphans[0] and "broker 3" in orphans[0], orphans
+
+
+def test_a_reassignment_still_in_progress_after_healing(tmp_path: Path) -> None:
+    s = clean()
+    s.state_edits[pkey(Q, 0)] = {"replicas": [1, 2, 3, 4], "adding": [4], "removing": [1]}
+    report = run_check(s, tmp_path)
+    moving = only(report, "reassignment")
+    assert len(moving) == 1 and "adding [4]" in moving[0] and "removing [1]" in moving[0]
+
+
+def test_a_replica_a_reassignment_removed_is_not_expected(tmp_path: Path) -> None:
+    """Broker 3 left the partition's replicas: what its old copy held is no replica."""
+    s = clean()
+    s.state_edits[pkey(Q, 0)] = {"replicas": [1, 2], "isr": [1, 2], "adding": [],
+                                 "removing": [], "orphans": []}
+    s.dropped_files.add((Q, 0, 3))
+    report = run_check(s, tmp_path)
+    assert report.ok, report.summary()
+    assert report.figures["replica_pairs_compared"] == 2 * 5 - 1
 
 
 def test_a_read_of_something_the_log_does_not_hold(tmp_path: Path) -> None:

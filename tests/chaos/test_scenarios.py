@@ -3,7 +3,8 @@ campaign (chaos.campaign): a fresh cluster of three brokers and two client nodes
 workload running, the scenario's faults, healing, the final read and the checker, which
 must find no anomaly: nothing acknowledged lost or doubled, no committed offset going
 back, no aborted record read committed, no expected-version append won twice, replicas
-the same byte for byte. Each takes 40-60 s here.
+the same byte for byte, no reassignment left unfinished and no copy left on a broker a
+reassignment took the partition from. Each takes 40-60 s here.
 
 The seed is CHAOS_SEED when set, else random, and printed with the figures; a failed
 run is saved ($CHAOS_SAVE_DIR, default /tmp/chronik-chaos-runs) and the failure names
@@ -85,3 +86,13 @@ def test_partition_during_a_transaction_commit(tmp_path: Path) -> None:
     aborted on every partition it wrote, and read_committed readers see exactly the
     committed ones."""
     _run("txn-commit", tmp_path)
+
+
+def test_partition_moved_off_its_leader_and_back_through_a_failover_and_a_cut(
+        tmp_path: Path) -> None:
+    """A reassignment removes the leader's replica of a partition (the leadership moves)
+    and adds it back at a throttled rate; midway the new leader is killed, and the broker
+    copying the log is cut off from the next one. Healed, the copy completes: nothing
+    acknowledged lost or doubled, the three replicas byte for byte the same, and no
+    broker left holding a copy it is no longer assigned."""
+    _run("reassign", tmp_path)

@@ -11,7 +11,9 @@ cancelled midway goes back to its original replicas and the copy made is deleted
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -140,6 +142,55 @@ def test_partitions_move_and_grow_with_every_record(cluster_factory) -> None:
     for broker in (3, 4):
         wait_until(lambda b=broker: not cluster.partition_dir(b, topic, 0).exists(),
                    f"broker {broker}'s copy of {topic}-0 deleted")
+
+
+def test_a_copy_a_full_disk_kept_is_deleted_once_space_is_back(zookeeper, tmp_path) -> None:
+    """Broker 3's data directory is a 32 MiB tmpfs, full when a reassignment moves the
+    partition off it: its copy cannot be deleted then (the data dir's topic file cannot
+    be rewritten). Once space is back it is deleted, without a restart and without any
+    other change to the topic."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    cluster = Cluster(tmp_path / "cluster", zookeeper.connect, 3)
+    data = cluster.broker(3).data_dir
+    data.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(data)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        cluster.start()
+        topic = unique_topic("fulldisk")
+        create(cluster, topic, [[1, 2, 3]])
+        records = sample_records(300, seed=4)
+        confluent_produce(cluster.bootstrap, topic, records, acks="all")
+        converged(cluster, topic, 1)
+        filler = data / "filler"
+        with open(filler, "wb", buffering=0) as f:
+            for size in (1 << 20, 4 << 10, 1):
+                try:
+                    while True:
+                        f.write(b"\0" * size)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+
+        top, results = alter(controller(cluster), {(topic, 0): [1, 2]})
+        assert top == errors.NONE and results == {(topic, 0): errors.NONE}
+        settled(cluster, topic, {0: [1, 2]})
+        wait_until(lambda: "cannot delete the local copies" in cluster.log_text(3),
+                   "broker 3 failing to delete its copy on the full disk")
+        assert cluster.partition_dir(3, topic, 0).exists()
+
+        filler.unlink()
+        wait_until(lambda: not cluster.partition_dir(3, topic, 0).exists(),
+                   "broker 3's copy deleted once space is back", timeout=30)
+        assert cluster.log_text(3).count("cannot delete the local copies") == 1
+        converged(cluster, topic, 1)
+        got = confluent_read(cluster.bootstrap, topic, 1, len(records))
+        assert sorted(g.value for g in got) == sorted(r.value for r in records)
+    finally:
+        cluster.close()
+        subprocess.run(["umount", "-l", str(data)], check=False)
 
 
 def test_refused_reassignments_get_kafkas_errors(cluster_factory) -> None:

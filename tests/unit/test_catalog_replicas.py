@@ -86,3 +86,49 @@ def test_a_full_disk_stores_nothing_and_a_later_try_succeeds(tmp_path, monkeypat
     topic = catalog.get("t")
     assert topic is not None and len(topic.local_logs()) == 2
     catalog.close()
+
+
+def test_a_moved_replica_left_by_a_crash_is_removed_at_the_next_start(tmp_path, monkeypatch):
+    """A replica a reassignment took away, whose deletion a crash cut short after the
+    .meta file stopped naming it: its directory holds what a replicated log writes (the
+    leader-epoch checkpoint, an aborted-transactions index, their temporaries), and the
+    next start removes it all the same."""
+    from chronik.storage.partition_log import PartitionLog
+
+    catalog = Catalog(tmp_path)
+    catalog.load()
+    run_steps(catalog.ensure_replicas_steps("t", uuid.uuid4(), 2, [0, 1], {}))
+    plog = catalog.get("t").log(1)
+    plog.epochs.assign(3, plog.end_offset)
+    moved = tmp_path / "t-1"
+    for name in ("00000000000000000000.txnindex", "leader-epoch-checkpoint.tmp"):
+        (moved / name).write_bytes(b"")
+    assert (moved / "leader-epoch-checkpoint").exists()
+    monkeypatch.setattr(PartitionLog, "delete", lambda self: None)  # the crash
+    assert catalog.remove_replicas("t", [1]) == [1]
+    monkeypatch.undo()
+    catalog.close()
+
+    again = Catalog(tmp_path)
+    again.load()
+    assert [p is not None for p in again.get("t").partitions] == [True, False]
+    assert not moved.exists()
+    assert (tmp_path / "t-0").exists()
+    again.close()
+
+
+def test_a_directory_holding_foreign_files_is_left_alone(tmp_path):
+    """A directory named like a partition but holding files no log writes is not the
+    broker's to remove."""
+    catalog = Catalog(tmp_path)
+    catalog.load()
+    run_steps(catalog.ensure_replicas_steps("t", uuid.uuid4(), 2, [0], {}))
+    catalog.close()
+    stranger = tmp_path / "t-1"
+    stranger.mkdir()
+    (stranger / "00000000000000000000.log").write_bytes(b"")
+    (stranger / "notes.txt").write_text("mine")
+    again = Catalog(tmp_path)
+    again.load()
+    assert (stranger / "notes.txt").exists()
+    again.close()

@@ -56,6 +56,9 @@ REGISTER_RETRY_SECONDS = 0.5
 RECONCILE_DEBOUNCE_SECONDS = 0.02
 LOAD_RETRY_MAX_SECONDS = 10.0
 ROLES_DEBOUNCE_SECONDS = 0.05
+# How soon a pass whose deletion of moved partitions failed (a full disk) is tried
+# again, when no change of the view brings one sooner.
+REMOVE_RETRY_SECONDS = 2.0
 # kazoo's ping timing varies by up to this much.
 LEASE_JITTER_SECONDS = 0.5
 
@@ -152,6 +155,9 @@ class ClusterNode:
         self._reconciling: asyncio.Task[None] | None = None
         self._reconcile_again = False
         self._store_failed: set[str] = set()  # topics logged once until stored
+        # Topics whose moved partitions' copies could not be deleted yet (logged once).
+        self._remove_failed: set[str] = set()
+        self._remove_retry: asyncio.TimerHandle | None = None
         # (topic id, assignment znode version) of each topic whose partitions are all here.
         self._stored: dict[str, tuple[uuid.UUID, int]] = {}
         self._known_topics: set[str] = set()
@@ -254,6 +260,8 @@ class ClusterNode:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._remove_retry is not None:
+            self._remove_retry.cancel()
         if self._reconciling is not None:
             self._reconciling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -435,9 +443,10 @@ class ClusterNode:
             else:
                 mine = [p for p, r in sorted(topic.assignment.replicas.items())
                         if self.node_id in r]
+                removed = True
                 if local is not None and local.sparse:
-                    self._remove_moved(topic.name, set(mine))
-                if not mine:
+                    removed = self._remove_moved(topic.name, set(mine))
+                if not mine and removed:
                     self._stored[topic.name] = stored  # none of it belongs here
             if mine:
                 steps = catalog.ensure_replicas_steps(
@@ -450,7 +459,8 @@ class ClusterNode:
                 try:
                     await run_stepwise(steps)
                     self._store_failed.discard(topic.name)
-                    self._stored[topic.name] = stored
+                    if removed:
+                        self._stored[topic.name] = stored
                 except Exception as exc:
                     if topic.name not in self._store_failed:
                         self._store_failed.add(topic.name)
@@ -466,27 +476,48 @@ class ClusterNode:
         self.replicas.sync()
         self._follow_coordinator_leadership()
 
-    def _remove_moved(self, name: str, mine: set[int]) -> None:
+    def _remove_moved(self, name: str, mine: set[int]) -> bool:
         """Delete the local copies of the topic's partitions reassigned to other brokers
-        (Kafka's StopReplica with deletion). Their roles went with the sync before."""
+        (Kafka's StopReplica with deletion). Their roles went with the sync before.
+        False when they could not be deleted (a full disk): the topic is then not taken
+        for stored, so the next pass tries again, and one comes within
+        REMOVE_RETRY_SECONDS even if the view does not change (else the copies would
+        stay until a restart)."""
         local = self.catalog.get(name)
         if local is None:
-            return
+            return True
         moved = [p for p, plog in enumerate(local.partitions) if plog is not None
                  and p not in mine]
         if not moved:
-            return
+            self._remove_failed.discard(name)
+            return True
         self.replicas.sync()
         self._follow_coordinator_leadership()
         try:
             removed = self.catalog.remove_replicas(name, moved)
         except Exception as exc:
-            log.error("cannot delete the local copies of %s partitions %s: %s", name,
-                      moved, exc)
-            return
+            if name not in self._remove_failed:
+                self._remove_failed.add(name)
+                log.error("cannot delete the local copies of %s partitions %s: %s; trying "
+                          "again", name, moved, exc)
+            self._retry_removal()
+            return False
+        self._remove_failed.discard(name)
         if removed:
             log.info("deleted the local copies of %s partitions %s: reassigned to other "
                      "brokers", name, removed)
+        return True
+
+    def _retry_removal(self) -> None:
+        if self._remove_retry is None and not self._stopping:
+            self._remove_retry = asyncio.get_running_loop().call_later(
+                REMOVE_RETRY_SECONDS, self._removal_due
+            )
+
+    def _removal_due(self) -> None:
+        self._remove_retry = None
+        if self._remove_failed:
+            self._on_view_change()
 
     def _topic_gone(self, name: str) -> None:
         self._stored.pop(name, None)

@@ -52,8 +52,9 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _DELETED_DIR = re.compile(r"^.+\.[0-9a-f]{32}" + re.escape(DELETE_SUFFIX) + "$")
 # The files a partition directory may hold, temporaries included.
 _LOG_FILE = re.compile(
-    r"^(\d{20}\.(log|index|timeindex|snapshot)(\.cleaned|\.swap|\.tmp)?"
-    r"|log-start-offset(\.tmp)?|\.clean-shutdown|key-versions\.db(-wal|-shm|-journal)?)$"
+    r"^(\d{20}\.(log|index|timeindex|snapshot|txnindex)(\.cleaned|\.swap|\.tmp)?"
+    r"|log-start-offset(\.tmp)?|leader-epoch-checkpoint(\.tmp)?|\.clean-shutdown"
+    r"|key-versions\.db(-wal|-shm|-journal)?)$"
 )
 
 
