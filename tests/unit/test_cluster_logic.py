@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from chronik.cluster import znodes
 from chronik.cluster.controller import elect
-from chronik.cluster.node import assign_replicas
+from chronik.cluster.kafka_assignment import rack_unaware as assign_replicas
 from chronik.cluster.session import split_connect
 from chronik.cluster.znodes import Assignment, BrokerInfo, PartitionState
 

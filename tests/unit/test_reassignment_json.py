@@ -1,5 +1,5 @@
 """kafka-reassign-partitions' JSON files and Kafka's replica assignment, as chronik reads
-and writes them (chronik.cli.reassignment_json, chronik.cli.kafka_assignment), and the
+and writes them (chronik.cli.reassignment_json, chronik.cluster.kafka_assignment), and the
 `chronik partitions reassign` mistakes caught before any broker is asked."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chronik.cli.kafka_assignment import AssignmentError, assign_replicas, rack_alternated
 from chronik.cli.main import main
 from chronik.cli.reassignment_json import (
     BadReassignmentJson,
@@ -22,6 +21,7 @@ from chronik.cli.reassignment_json import (
     parse_topics_to_move,
     throttled_replicas,
 )
+from chronik.cluster.kafka_assignment import AssignmentError, assign_replicas, rack_alternated
 
 # What Kafka 3.x's kafka-reassign-partitions --generate prints as its proposal.
 KAFKA_PROPOSAL = (

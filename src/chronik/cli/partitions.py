@@ -22,7 +22,6 @@ from pathlib import Path
 
 from chronik.cli.args import add_bootstrap, non_negative_int
 from chronik.cli.errors import CliError
-from chronik.cli.kafka_assignment import AssignmentError, assign_replicas
 from chronik.cli.reassignment_json import (
     BadReassignmentJson,
     format_reassignment,
@@ -33,6 +32,7 @@ from chronik.cli.reassignment_json import (
     throttled_replicas,
 )
 from chronik.cli.reassignments import TP, ClusterAdmin, Ongoing, describe_failures
+from chronik.cluster.kafka_assignment import AssignmentError, assign_replicas
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 # What each action takes besides the connection options (Kafka's permittedArgs).

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from chronik.cluster import znodes
 from chronik.cluster.controller import Controller
+from chronik.cluster.kafka_assignment import rack_unaware
 from chronik.cluster.replica_manager import ReplicaManager
 from chronik.cluster.session import KazooState, ZkSession, ZooKeeperUnavailable
 from chronik.cluster.shutdown_request import shut_down_controlled
@@ -69,34 +69,6 @@ class InvalidReplicationFactor(StorageError):
 
 class RequestTimedOut(StorageError):
     code = errors.REQUEST_TIMED_OUT
-
-
-def assign_replicas(
-    partitions: int,
-    replication_factor: int,
-    brokers: list[int],
-    start_index: int = -1,
-    start_partition: int = 0,
-) -> dict[int, list[int]]:
-    """Kafka's rack-unaware assignment (AdminUtils.assignReplicasToBrokersRackUnaware):
-    first replicas round-robin from a random broker, followers shifted so leaders and
-    followers spread evenly."""
-    brokers = sorted(brokers)
-    n = len(brokers)
-    first_index = start_index if start_index >= 0 else random.randrange(n)
-    shift = start_index if start_index >= 0 else random.randrange(n)
-    out: dict[int, list[int]] = {}
-    partition = start_partition
-    for _ in range(partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + first_index) % n
-        replicas = [brokers[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
-        out[partition] = replicas
-        partition += 1
-    return out
 
 
 class PartitionCoordinator(Protocol):
@@ -674,7 +646,7 @@ class ClusterNode:
                     f"Replication factor: {replication_factor} larger than available brokers: "
                     f"{len(live)}."
                 )
-            replicas = assign_replicas(partitions, replication_factor, live)
+            replicas = rack_unaware(partitions, replication_factor, live)
         self._check_broker_limits(replicas, name)
         topic_id = uuid.uuid4()
         if validate_only:
@@ -785,7 +757,7 @@ class ClusterNode:
             first = topic.assignment.replicas.get(0, [live[0]])[0]
             ordered = sorted(live)
             start = ordered.index(first) if first in ordered else -1
-            new = assign_replicas(total - current, factor, live, start, current)
+            new = rack_unaware(total - current, factor, live, start, current)
         self._check_broker_limits(new, name)
         if validate_only:
             return

@@ -1,5 +1,6 @@
-"""Kafka's replica assignment (AdminUtils.assignReplicasToBrokers), as
-`kafka-reassign-partitions --generate` proposes it: pure logic, no I/O.
+"""Kafka's replica assignment (AdminUtils.assignReplicasToBrokers), as CreateTopics and
+CreatePartitions place new partitions (rack-unaware) and `kafka-reassign-partitions
+--generate` proposes moves: pure logic, no I/O.
 
 Without racks: first replicas round-robin from a random broker, the other replicas
 shifted further at each round so followers spread. With a rack for every broker: the
@@ -38,8 +39,8 @@ def assign_replicas(
         )
     racks = [rack for rack in brokers.values() if rack is not None]
     if not racks:
-        return _rack_unaware(sorted(brokers), partitions, replication_factor, start_index,
-                             start_partition)
+        return rack_unaware(partitions, replication_factor, list(brokers), start_index,
+                            start_partition)
     if len(racks) != len(brokers):
         raise AssignmentError(
             "Not all brokers have rack information for replica rack aware assignment."
@@ -52,9 +53,17 @@ def _replica_index(first: int, shift: int, index: int, n: int) -> int:
     return (first + 1 + (shift + index) % (n - 1)) % n
 
 
-def _rack_unaware(
-    brokers: list[int], partitions: int, factor: int, start_index: int, start_partition: int
+def rack_unaware(
+    partitions: int,
+    factor: int,
+    brokers: list[int],
+    start_index: int = -1,
+    start_partition: int = 0,
 ) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment (assignReplicasToBrokersRackUnaware): first
+    replicas round-robin from a random broker, followers shifted so leaders and
+    followers spread evenly."""
+    brokers = sorted(brokers)
     n = len(brokers)
     start = start_index if start_index >= 0 else random.randrange(n)
     shift = start_index if start_index >= 0 else random.randrange(n)
