@@ -49,12 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # This checkout's chronik (for its ZooKeeper launcher and CLI), whatever else is installed.
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "src"))
 
-from broker_bench import chronik_revision, machine  # noqa: E402
+from bench_report import Run  # noqa: E402
 from brokers import REPO, chronik_command, free_port  # noqa: E402
 from cluster_bench import ClusterChronik, Setup  # noqa: E402
 from workloads import create_topic  # noqa: E402
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 PLANS = ("chronik", "kafka")
 FIRST, JOINING = 3, 2
 # (name, partitions, replication factor)
@@ -428,24 +427,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, megabytes=args.megabytes)
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    started = time.time()
-    load_at_start = os.getloadavg()
+    bench_run = Run("partition-move-bench", args.quick)
     results = run(settings)
-    report = {
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "mode": "quick" if args.quick else "full",
-        "settings": asdict(settings),
-        "version": chronik_revision(),
-        "machine": {**machine(), "load_avg_at_start": load_at_start,
-                    "load_avg_at_end": os.getloadavg()},
-        "results": results,
-    }
-    output = args.output or RESULTS_DIR / time.strftime(
-        f"partition-move-bench-%Y%m%d-%H%M%S{'-quick' if args.quick else ''}.json",
-        time.gmtime(started),
-    )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2) + "\n")
+    output = bench_run.write(asdict(settings), results, args.output)
     print()
     print(render(results))
     print(f"JSON: {output}")

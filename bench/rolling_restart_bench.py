@@ -23,7 +23,6 @@ JSON to bench/results/.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import queue
@@ -42,19 +41,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # This checkout's chronik (for its ZooKeeper launcher), whatever else is installed.
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "src"))
 
-from broker_bench import chronik_revision, machine  # noqa: E402
+from bench_report import Run  # noqa: E402
 from brokers import free_port  # noqa: E402
 from cluster_bench import CLUSTER_SIZE, ClusterChronik, Setup  # noqa: E402
+
+# Kafka's defaults but the session timeout (18 s), as replication_bench states them: the
+# failover without controlled shutdown does not wait on it (SIGTERM closes the session).
+from replication_bench import BROKER_SETTINGS  # noqa: E402
 from workloads import create_topic  # noqa: E402
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MODES = ("on", "off")
-# Kafka's defaults but the session timeout (18 s): the failover without controlled
-# shutdown does not wait on it (SIGTERM closes the session), the bench states it anyway.
-BROKER_SETTINGS = {
-    "zookeeper.session.timeout.ms": "6000",
-    "replica.lag.time.max.ms": "10000",
-}
 
 
 @dataclass(frozen=True)
@@ -362,8 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    started = time.time()
-    load_at_start = os.getloadavg()
+    bench_run = Run("rolling-restart-bench", args.quick)
     results: dict[str, dict] = {}
     for mode in MODES:
         results[mode] = row = run_mode(mode == "on", settings)
@@ -372,23 +367,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['delivery_errors']} errors"
         )
         print(f"  controlled shutdown {mode}: {shown}", flush=True)
-    report = {
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "mode": "quick" if args.quick else "full",
-        "settings": asdict(settings),
-        "broker_settings": BROKER_SETTINGS,
-        "cluster_size": CLUSTER_SIZE,
-        "version": chronik_revision(),
-        "machine": {**machine(), "load_avg_at_start": load_at_start,
-                    "load_avg_at_end": os.getloadavg()},
-        "results": results,
-    }
-    output = args.output or RESULTS_DIR / time.strftime(
-        f"rolling-restart-bench-%Y%m%d-%H%M%S{'-quick' if args.quick else ''}.json",
-        time.gmtime(started),
-    )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2) + "\n")
+    output = bench_run.write(asdict(settings), results, args.output,
+                             broker_settings=BROKER_SETTINGS, cluster_size=CLUSTER_SIZE)
     print()
     print(render(results, settings))
     print(f"JSON: {output}")

@@ -23,7 +23,6 @@ bench/results/.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -41,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # This checkout's chronik (for its ZooKeeper launcher), whatever else is installed.
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "src"))
 
-from broker_bench import chronik_revision, machine  # noqa: E402
+from bench_report import Run  # noqa: E402
 from replication_bench import (  # noqa: E402
     BROKER_SETTINGS,
     ReplicatedChronik,
@@ -51,7 +50,6 @@ from replication_bench import (  # noqa: E402
 )
 from workloads import create_topic  # noqa: E402
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MB = 1 << 20
 VALUE_SIZE = 10_000
 FETCH_BYTES = 1 << 20  # replica.fetch.max.bytes: what one fetch may carry past the quota
@@ -238,8 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, seconds=args.seconds)
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    started = time.time()
-    load_at_start = os.getloadavg()
+    bench_run = Run("throttle-bench", args.quick)
     cluster = ReplicatedCluster()
     rows: dict[str, dict[str, object]] = {}
     try:
@@ -260,22 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             print(render({name: rows[name]}).splitlines()[-1], flush=True)
     finally:
         cluster.stop()
-    report = {
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "mode": "quick" if args.quick else "full",
-        "settings": asdict(settings),
-        "broker_settings": BROKER_SETTINGS,
-        "version": chronik_revision(),
-        "machine": {**machine(), "load_avg_at_start": load_at_start,
-                    "load_avg_at_end": os.getloadavg()},
-        "results": rows,
-    }
-    output = args.output or RESULTS_DIR / time.strftime(
-        f"throttle-bench-%Y%m%d-%H%M%S{'-quick' if args.quick else ''}.json",
-        time.gmtime(started),
-    )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2) + "\n")
+    output = bench_run.write(asdict(settings), rows, args.output, broker_settings=BROKER_SETTINGS)
     print()
     print(render(rows))
     print(f"JSON: {output}")
