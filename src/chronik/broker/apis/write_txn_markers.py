@@ -12,6 +12,7 @@ principal must be allowed that, as in Kafka (a super user).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from chronik.broker.context import RequestContext
@@ -27,18 +28,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     permitted = ctx.allowed_on_cluster(Operation.ALTER) or ctx.allowed_on_cluster(
         Operation.CLUSTER_ACTION
     )
-    for marker in request.markers:
-        wanted = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
-        if not permitted:
-            codes = dict.fromkeys(wanted, errors.CLUSTER_AUTHORIZATION_FAILED)
-        else:
-            codes = await ctx.services.markers.write(
-                int(marker.producer_id),
-                int(marker.producer_epoch),
-                int(marker.coordinator_epoch),
-                bool(marker.transaction_result),
-                wanted,
+    wanted = [
+        [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
+        for marker in request.markers
+    ]
+    if permitted:
+        # Every marker of the request appended in one pass (a write appends before it
+        # first waits), then made durable together: the fsyncs and the replication wait
+        # are shared, not taken one transaction after another.
+        answered = await asyncio.gather(
+            *(
+                ctx.services.markers.write(
+                    int(marker.producer_id),
+                    int(marker.producer_epoch),
+                    int(marker.coordinator_epoch),
+                    bool(marker.transaction_result),
+                    tps,
+                )
+                for marker, tps in zip(request.markers, wanted, strict=True)
             )
+        )
+    else:
+        answered = [dict.fromkeys(tps, errors.CLUSTER_AUTHORIZATION_FAILED) for tps in wanted]
+    for marker, codes in zip(request.markers, answered, strict=True):
         topics = []
         for t in marker.topics:
             parts = tuple(
