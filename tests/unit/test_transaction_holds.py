@@ -210,3 +210,26 @@ def test_stopping_releases_held_requests(monkeypatch):
         assert await asyncio.wait_for(adding, 5) == tc.CONCURRENT_TRANSACTIONS
 
     asyncio.run(scenario())
+
+
+def test_stale_epoch_bump_is_fenced_without_aborting_the_open_transaction(monkeypatch):
+    async def scenario() -> None:
+        coordinator, markers = await _coordinator(monkeypatch, _Store())
+        code, pid, epoch = await coordinator.init_producer_id(TXN, 60_000)
+        code, pid, epoch = await coordinator.init_producer_id(TXN, 60_000, pid, epoch)
+        assert code == NONE
+        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 0)]) == NONE
+        # KIP-360: a zombie naming the epoch before the current one is fenced, and the
+        # current producer's transaction stays open.
+        assert await coordinator.init_producer_id(TXN, 60_000, pid, epoch - 1) == (
+            tc.PRODUCER_FENCED, -1, -1
+        )
+        assert coordinator.txns[TXN].state == TxnState.ONGOING and markers.sent == []
+        # The current producer bumping its own epoch aborts its transaction and gets
+        # the epoch after the abort's.
+        bumping = asyncio.ensure_future(coordinator.init_producer_id(TXN, 60_000, pid, epoch))
+        await asyncio.sleep(0.05)
+        markers.release.set()
+        assert await asyncio.wait_for(bumping, 5) == (NONE, pid, epoch + 2)
+
+    asyncio.run(scenario())

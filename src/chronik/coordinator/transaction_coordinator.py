@@ -239,13 +239,20 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return INVALID_TRANSACTION_TIMEOUT, -1, -1
         deadline = self._held.deadline()
-        fenced = False
+        fenced = False  # this request aborted the open transaction (and bumped the epoch)
         while True:
             code = self._served(txn_id)
             if code:
                 return code, -1, -1
             txn = self.txns.get(txn_id)
-            if txn is None or not (self._busy(txn) or txn.state == TxnState.ONGOING):
+            if txn is None:
+                break
+            if not self._busy(txn) and not fenced and not _expected(
+                txn, expected_pid, expected_epoch
+            ):
+                # KIP-360: a producer may bump its own epoch only from the current one.
+                return PRODUCER_FENCED, -1, -1
+            if not self._busy(txn) and txn.state != TxnState.ONGOING:
                 break
             if txn.state == TxnState.ONGOING and not txn.pending:
                 if fenced:  # the abort was not stored: the client tries again
@@ -274,11 +281,6 @@ class TransactionCoordinator:
             finally:
                 self._unpend(new)
             return NONE, pid, 0
-        if expected_pid >= 0 and (
-            expected_pid != txn.producer_id or expected_epoch not in (txn.producer_epoch, -1)
-        ):
-            # KIP-360: a producer may bump its own epoch only from the current one.
-            return PRODUCER_FENCED, -1, -1
         pid, epoch = txn.producer_id, txn.producer_epoch + 1
         if epoch > MAX_EPOCH:
             new_pid = await self._allocate_producer_id()
@@ -574,6 +576,14 @@ class TransactionCoordinator:
         if count:
             log.info("expired %d transactional ids", count)
         return count
+
+
+def _expected(txn: TxnMetadata, expected_pid: int, expected_epoch: int) -> bool:
+    """Whether an InitProducerId naming ``expected_pid``/``expected_epoch`` (KIP-360; -1:
+    none) may bump the id's epoch: only from its current producer id and epoch."""
+    return expected_pid < 0 or (
+        expected_pid == txn.producer_id and expected_epoch in (txn.producer_epoch, -1)
+    )
 
 
 def client_code(code: int, version: int, fenced_since: int) -> int:

@@ -1,7 +1,8 @@
 """WriteTxnMarkers (API key 27), versions 1-2: a transaction coordinator on another
 broker asks this one, the leader of some of the transaction's partitions, to write its
-commit or abort markers there (chronik.coordinator.marker_writer). Each partition answers on
-its own: NONE once the marker is durable, else the error (NOT_LEADER_OR_FOLLOWER makes
+commit or abort markers there (chronik.coordinator.marker_writer); a request carries the
+markers of every transaction that ended while the previous one was in flight, all
+appended before any is waited on. Each partition answers on its own: NONE once the marker is durable, else the error (NOT_LEADER_OR_FOLLOWER makes
 the coordinator look the leader up again).
 
 Only for brokers: needs ALTER or CLUSTER_ACTION on the cluster, else every partition is
@@ -33,9 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for marker in request.markers
     ]
     if permitted:
-        # Every marker of the request appended in one pass (a write appends before it
-        # first waits), then made durable together: the fsyncs and the replication wait
-        # are shared, not taken one transaction after another.
+        # Each write appends its markers before it first waits, so every marker of the
+        # request is appended before any is waited on: the transactions share the
+        # fsyncs and the wait for replication instead of taking them one after another.
         answered = await asyncio.gather(
             *(
                 ctx.services.markers.write(
