@@ -110,14 +110,30 @@ def test_next_transaction_waits_for_the_markers_and_shares_the_completion_write(
     asyncio.run(scenario())
 
 
+def test_request_soon_after_the_markers_shares_the_completion_write(monkeypatch):
+    monkeypatch.setattr(transaction_holds, "NEXT_WAIT_SECONDS", 5.0)
+
+    async def scenario() -> None:
+        store = _Store()
+        coordinator, markers = await _coordinator(monkeypatch, store)
+        pid, epoch = await _committing(coordinator)
+        written = len(store.batches)
+        markers.release.set()
+        await asyncio.sleep(0.05)  # the markers are written; the completion waits
+        assert len(store.batches) == written
+        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 1)]) == NONE
+        assert store.batches[written:] == [[TxnState.COMPLETE_COMMIT, TxnState.ONGOING]]
+
+    asyncio.run(scenario())
+
+
 def test_request_arriving_after_the_completion_writes_on_its_own(monkeypatch):
     async def scenario() -> None:
         store = _Store()
         coordinator, markers = await _coordinator(monkeypatch, store)
         pid, epoch = await _committing(coordinator)
         markers.release.set()
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await asyncio.sleep(transaction_holds.NEXT_WAIT_SECONDS + 0.05)
         assert coordinator.txns[TXN].state == TxnState.COMPLETE_COMMIT
         assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 1)]) == NONE
         assert store.batches[-2:] == [[TxnState.COMPLETE_COMMIT], [TxnState.ONGOING]]

@@ -398,7 +398,7 @@ class TransactionCoordinator:
             if code:
                 return code
             prepared.pending = True
-            self._spawn(self._finish(prepared, commit, partition))
+            self._spawn(self._finish(prepared, commit, partition, producer_goes_on=True))
             return NONE
         if state == TxnState.COMPLETE_COMMIT and commit:
             return NONE
@@ -437,10 +437,13 @@ class TransactionCoordinator:
         prepared.pending = True
         await self._finish(prepared, False, partition)
 
-    async def _finish(self, txn: TxnMetadata, commit: bool, partition: int) -> None:
+    async def _finish(
+        self, txn: TxnMetadata, commit: bool, partition: int, producer_goes_on: bool = False
+    ) -> None:
         """Markers to every partition, then Complete* (with the next transaction's Ongoing
-        state if its AddPartitionsToTxn is waiting). Stops if this broker stops
-        coordinating the id: the next coordinator finishes from the stored Prepare*."""
+        state if its AddPartitionsToTxn is waiting, or, after the producer's own EndTxn,
+        arrives within NEXT_WAIT_SECONDS). Stops if this broker stops coordinating the
+        id: the next coordinator finishes from the stored Prepare*."""
         following: NextTransaction | None = None
         try:
             epoch = self._epochs.get(partition, self.topic.coordinator_epoch(partition))
@@ -461,6 +464,8 @@ class TransactionCoordinator:
                 txn_start_ms=-1,
                 last_update_ms=self.broker.now_ms(),
             )
+            if producer_goes_on:
+                await self._held.wait_next(txn.transactional_id)
             following = self._held.take_next(txn.transactional_id)
             ongoing = None
             if following is not None and (following.producer_id, following.producer_epoch) == (

@@ -2,8 +2,9 @@
 broker asks this one, the leader of some of the transaction's partitions, to write its
 commit or abort markers there (chronik.coordinator.marker_writer); a request carries the
 markers of every transaction that ended while the previous one was in flight, all
-appended before any is waited on. Each partition answers on its own: NONE once the marker is durable, else the error (NOT_LEADER_OR_FOLLOWER makes
-the coordinator look the leader up again).
+appended before any is waited on. Each partition answers on its own: NONE once the
+marker is durable, else the error (NOT_LEADER_OR_FOLLOWER makes the coordinator look the
+leader up again).
 
 Only for brokers: needs ALTER or CLUSTER_ACTION on the cluster, else every partition is
 CLUSTER_AUTHORIZATION_FAILED and nothing is written (Kafka's
