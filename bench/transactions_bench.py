@@ -4,6 +4,7 @@ read_uncommitted, side by side in one run on the same broker.
 
     python bench/transactions_bench.py            # about a minute
     python bench/transactions_bench.py --quick    # smoke run
+    python bench/transactions_bench.py --against ../main/src --runs 3   # A/B, ~4 minutes
 
 One confluent-kafka producer (acks=all, lz4, linger.ms=5) writes N records of 100 bytes
 with keys over a 6-partition topic: first idempotent, flushed at the end; then
@@ -12,6 +13,19 @@ EndTxn and the markers on every partition of the transaction). Then one consumer
 the transactional topic from the start, once read_uncommitted and once read_committed
 (which stops at the last stable offset and skips the markers). Each figure is the best
 of `--runs`. Prints a table and writes JSON to bench/results/.
+
+The idempotent rate is measured from the producer's creation, its connection and producer
+id included (as this bench always has), and also from once it has delivered a first
+record, as the transactional producer is timed after init_transactions. The fixed cost
+of a transaction is its wall time less the time the started idempotent producer takes
+for the same 100 records: AddPartitionsToTxn, EndTxn, the markers and the coordinator's
+writes, and whatever the client waits on between them. The broker's CPU per transaction
+(all its threads, from /proc) is printed beside it.
+
+`--against DIR` starts a second broker from another checkout's src/ (say the main
+branch's) beside this one and alternates the rounds between the two (which goes first
+changes every round), so both see the same machine load; the table then has a column
+for each and their ratio.
 """
 
 from __future__ import annotations
@@ -29,7 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker_bench import chronik_revision, machine  # noqa: E402
-from brokers import Chronik  # noqa: E402
+from brokers import Chronik, CpuMeter  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
@@ -49,8 +63,17 @@ def producer(bootstrap: str, **extra: str) -> Producer:
     })
 
 
-def produce_idempotent(bootstrap: str, topic: str, count: int) -> float:
-    return timed_produce(producer(bootstrap, **{"enable.idempotence": "true"}), topic, count)
+def produce_idempotent(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+    """Records per second from the producer's creation (its connection and producer id
+    included, as this bench has always measured it), and from once it is started (one
+    record delivered), as the transactional producer is timed after init_transactions."""
+    p = producer(bootstrap, **{"enable.idempotence": "true"})
+    start = time.perf_counter()
+    p.produce(topic, value=VALUE)
+    assert p.flush(30) == 0
+    startup = time.perf_counter() - start
+    started = timed_produce(p, topic, count)
+    return count / (startup + count / started), started
 
 
 def timed_produce(p: Producer, topic: str, count: int, value: bytes = VALUE) -> float:
@@ -79,6 +102,15 @@ def produce_transactional(bootstrap: str, topic: str, count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
+def transactional_with_cpu(broker: Chronik, topic: str, count: int) -> tuple[float, float]:
+    """Records per second, and the broker's CPU milliseconds per transaction."""
+    meter = CpuMeter(broker)
+    meter.start()
+    rate = produce_transactional(broker.bootstrap, topic, count)
+    meter.stop()
+    return rate, meter.cpu_s * 1000 / -(-count // PER_TRANSACTION)
+
+
 def consume(bootstrap: str, topic: str, count: int, isolation: str) -> float:
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
@@ -98,13 +130,21 @@ def consume(bootstrap: str, topic: str, count: int, isolation: str) -> float:
     return count / elapsed
 
 
-def run_arguments(doc: str, quick_records: int) -> tuple[argparse.Namespace, int, int]:
-    """--quick, --records, --runs, --output: the options, the record count and runs."""
+def run_arguments(
+    doc: str, quick_records: int, against: bool = False
+) -> tuple[argparse.Namespace, int, int]:
+    """--quick, --records, --runs, --output (and --against): the options, the record count
+    and runs."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--records", type=int)
     parser.add_argument("--runs", type=int)
     parser.add_argument("--output", type=Path)
+    if against:
+        parser.add_argument(
+            "--against", type=Path, metavar="DIR",
+            help="another checkout's src/ to run beside this one, rounds alternating",
+        )
     args = parser.parse_args()
     count = args.records or (quick_records if args.quick else 100_000)
     runs = args.runs or (1 if args.quick else 2)
@@ -124,44 +164,107 @@ def write_report(args: argparse.Namespace, name: str, **figures: object) -> None
     output.write_text(json.dumps(report, indent=2))
 
 
+def one_round(broker: Chronik, count: int, best: dict[str, list[float]]) -> None:
+    plain, txn = f"plain-{uuid.uuid4().hex[:6]}", f"txn-{uuid.uuid4().hex[:6]}"
+    create(broker.bootstrap, plain)
+    create(broker.bootstrap, txn)
+    cold, started = produce_idempotent(broker.bootstrap, plain, count)
+    best.setdefault("idempotent", []).append(cold)
+    best.setdefault("idempotent_started", []).append(started)
+    rate, cpu_ms = transactional_with_cpu(broker, txn, count)
+    best.setdefault("transactional", []).append(rate)
+    best.setdefault("cpu_ms_per_transaction", []).append(cpu_ms)
+    for isolation in ("read_uncommitted", "read_committed"):
+        best.setdefault(isolation, []).append(consume(broker.bootstrap, txn, count, isolation))
+
+
+def summary(best: dict[str, list[float]]) -> dict[str, float]:
+    """Best of the runs (least CPU), and the per-transaction figures derived from them."""
+    out = {k: (min(v) if k.startswith("cpu") else max(v)) for k, v in best.items()}
+    out["transaction_ms"] = PER_TRANSACTION * 1000 / out["transactional"]
+    out["fixed_cost_ms"] = (
+        out["transaction_ms"] - PER_TRANSACTION * 1000 / out["idempotent_started"]
+    )
+    return out
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 minutes)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> int:
-    args, count, runs = run_arguments(__doc__, 5_000)
-    broker = Chronik()
-    broker.start()
-    results: dict[str, float] = {}
+    args, count, runs = run_arguments(__doc__, 5_000, against=True)
+    brokers = {"chronik": Chronik()}
+    if args.against is not None:
+        brokers["against"] = Chronik(name="against", src=args.against.resolve())
+    best: dict[str, dict[str, list[float]]] = {name: {} for name in brokers}
+    loads = [load()]
     try:
-        best: dict[str, list[float]] = {}
-        for _ in range(runs):
-            plain, txn = f"plain-{uuid.uuid4().hex[:6]}", f"txn-{uuid.uuid4().hex[:6]}"
-            create(broker.bootstrap, plain)
-            create(broker.bootstrap, txn)
-            best.setdefault("idempotent", []).append(
-                produce_idempotent(broker.bootstrap, plain, count))
-            best.setdefault("transactional", []).append(
-                produce_transactional(broker.bootstrap, txn, count))
-            for isolation in ("read_uncommitted", "read_committed"):
-                best.setdefault(isolation, []).append(
-                    consume(broker.bootstrap, txn, count, isolation))
-        results = {k: max(v) for k, v in best.items()}
+        for broker in brokers.values():
+            broker.start()
+        for run in range(runs):
+            names = list(brokers)
+            for name in names if run % 2 == 0 else names[::-1]:
+                one_round(brokers[name], count, best[name])
+        loads.append(load())
     finally:
-        broker.stop()
+        for broker in brokers.values():
+            broker.stop()
+    results = {name: summary(b) for name, b in best.items()}
+    print(f"{count} records of {len(VALUE)} bytes, {PARTITIONS} partitions, best of {runs}; "
+          f"load average {loads[0]} at the start, {loads[-1]} at the end")
+    names = list(results)
+    head = "".join(f"{n:>14}" for n in names) + ("   this/against" if len(names) > 1 else "")
+    print(f"{'':36}{head}")
+    rows = [
+        ("produce, idempotent (records/s)", "idempotent", ",.0f"),
+        ("  once the producer is started", "idempotent_started", ",.0f"),
+        ("produce, 100 per transaction", "transactional", ",.0f"),
+        ("  over idempotent", "transactional_over_idempotent", ".2f"),
+        ("  over idempotent once started", "transactional_over_started", ".3f"),
+        ("  ms per transaction", "transaction_ms", ".2f"),
+        ("  fixed cost, ms per transaction", "fixed_cost_ms", ".2f"),
+        ("  broker CPU, ms per transaction", "cpu_ms_per_transaction", ".2f"),
+        ("consume, read_uncommitted", "read_uncommitted", ",.0f"),
+        ("consume, read_committed", "read_committed", ",.0f"),
+        ("  over read_uncommitted", "read_committed_over_read_uncommitted", ".2f"),
+    ]
+    for r in results.values():
+        r["transactional_over_idempotent"] = r["transactional"] / r["idempotent"]
+        r["transactional_over_started"] = r["transactional"] / r["idempotent_started"]
+        r["read_committed_over_read_uncommitted"] = r["read_committed"] / r["read_uncommitted"]
+    for label, key, fmt in rows:
+        cells = "".join(f"{results[n][key]:>14{fmt}}" for n in names)
+        ratio = ""
+        if len(names) > 1:
+            ratio = f"{results[names[0]][key] / results[names[1]][key]:>15.2f}"
+        print(f"{label:36}{cells}{ratio}")
+    mine = results["chronik"]
     ratios = {
-        "transactional_over_idempotent": results["transactional"] / results["idempotent"],
-        "read_committed_over_read_uncommitted":
-            results["read_committed"] / results["read_uncommitted"],
+        "transactional_over_idempotent": mine["transactional_over_idempotent"],
+        "transactional_over_started": mine["transactional_over_started"],
+        "read_committed_over_read_uncommitted": mine["read_committed_over_read_uncommitted"],
     }
-    print(f"{count} records of {len(VALUE)} bytes, {PARTITIONS} partitions, best of {runs}")
-    print(f"{'':34}{'records/s':>12}")
-    print(f"{'produce, idempotent':34}{results['idempotent']:>12,.0f}")
-    print(f"{'produce, 100 per transaction':34}{results['transactional']:>12,.0f}"
-          f"   {ratios['transactional_over_idempotent']:.2f}x")
-    print(f"{'consume, read_uncommitted':34}{results['read_uncommitted']:>12,.0f}")
-    print(f"{'consume, read_committed':34}{results['read_committed']:>12,.0f}"
-          f"   {ratios['read_committed_over_read_uncommitted']:.2f}x")
+    extra: dict[str, object] = {}
+    if "against" in results:
+        extra["against"] = {
+            "src": str(args.against), "chronik": chronik_revision(args.against.resolve().parent),
+            "records_per_s": {k: results["against"][k] for k in RATE_KEYS},
+            "per_transaction": {k: results["against"][k] for k in PER_TXN_KEYS},
+        }
     write_report(
-        args, "transactions", records=count, runs=runs, records_per_s=results, ratios=ratios
+        args, "transactions", records=count, runs=runs, load=loads,
+        records_per_s={k: mine[k] for k in RATE_KEYS}, ratios=ratios,
+        per_transaction={k: mine[k] for k in PER_TXN_KEYS}, **extra,
     )
     return 0
+
+
+RATE_KEYS = (
+    "idempotent", "idempotent_started", "transactional", "read_uncommitted", "read_committed"
+)
+PER_TXN_KEYS = ("transaction_ms", "fixed_cost_ms", "cpu_ms_per_transaction")
 
 
 if __name__ == "__main__":

@@ -2,11 +2,21 @@
 connection per broker (Kafka's TransactionMarkerChannelManager's network side). The
 transaction coordinator (chronik.coordinator.transaction_markers) is given this channel
 by the server; it decides what to send and retries, this sends it.
+
+One request is in flight per broker. The markers of the transactions that end while it
+is (one entry per transaction) go together in the next request, as Kafka's channel
+manager drains its queue per broker: the receiving leader appends them all before it
+waits, so concurrent transactions share its fsyncs and its wait for replication instead
+of queueing one round trip each. A producer id appears once per request (its response
+entries are keyed by it); a second marker of the same producer waits for the next one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode as E
@@ -25,11 +35,32 @@ REQUEST_TIMEOUT = 35.0
 Partition = tuple[str, int]
 
 
+@dataclass
+class _Queued:
+    """One transaction's markers for one broker, waiting for the next request there."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    partitions: list[Partition]
+    answer: asyncio.Future[dict[Partition, int]]
+
+    def resolve(self, codes: dict[Partition, int]) -> None:
+        if not self.answer.done():
+            self.answer.set_result(codes)
+
+    def unreachable(self) -> None:
+        self.resolve({tp: int(E.coordinator_not_available) for tp in self.partitions})
+
+
 class MarkerChannel:
     def __init__(self, cluster: ClusterNode, security: ClientSecurity | None) -> None:
         self.cluster = cluster
         self.security = security
         self._clients: dict[int, BrokerClient] = {}
+        self._queued: dict[int, list[_Queued]] = {}
+        self._senders: dict[int, asyncio.Task[None]] = {}
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self.cluster.leader_of(topic, partition)
@@ -38,6 +69,16 @@ class MarkerChannel:
         return self.cluster.partition_count(topic)
 
     async def close(self) -> None:
+        senders = list(self._senders.values())
+        for task in senders:
+            task.cancel()
+        for task in senders:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for queue in self._queued.values():
+            for entry in queue:
+                entry.unreachable()
+        self._queued.clear()
         for client in self._clients.values():
             client.close()
         self._clients.clear()
@@ -68,35 +109,92 @@ class MarkerChannel:
         commit: bool,
         partitions: list[Partition],
     ) -> dict[Partition, int]:
-        unreachable = {tp: int(E.coordinator_not_available) for tp in partitions}
+        """Each partition's error code from ``leader`` (NONE: its marker is durable there)."""
+        entry = _Queued(
+            producer_id, producer_epoch, coordinator_epoch, commit, partitions,
+            asyncio.get_running_loop().create_future(),
+        )
+        self._queued.setdefault(leader, []).append(entry)
+        if leader not in self._senders:
+            self._senders[leader] = asyncio.create_task(self._send_queued(leader))
+        return await asyncio.shield(entry.answer)
+
+    def _next_batch(self, leader: int) -> list[_Queued]:
+        """The queued entries for one request: each producer id once, oldest first."""
+        queue = self._queued.get(leader, [])
+        batch: list[_Queued] = []
+        rest: list[_Queued] = []
+        producers: set[int] = set()
+        for entry in queue:
+            if entry.producer_id in producers:
+                rest.append(entry)
+            else:
+                producers.add(entry.producer_id)
+                batch.append(entry)
+        if rest:
+            self._queued[leader] = rest
+        else:
+            self._queued.pop(leader, None)
+        return batch
+
+    async def _send_queued(self, leader: int) -> None:
+        """Send the broker's queue, a request at a time, until it is empty."""
+        batch: list[_Queued] = []
+        try:
+            while batch := self._next_batch(leader):
+                try:
+                    await self._send(leader, batch)
+                except Exception:  # no transaction is left waiting on a sender gone
+                    log.exception("markers to broker %d", leader)
+                for entry in batch:
+                    entry.unreachable()  # those the response did not answer
+        finally:
+            # Nothing awaited since the queue was found empty: a marker queued after
+            # this starts a new sender.
+            self._senders.pop(leader, None)
+            for entry in batch:  # cancelled mid-request (the broker stops)
+                entry.unreachable()
+
+    async def _send(self, leader: int, batch: list[_Queued]) -> None:
         client = self._client(leader)
         if client is None:
-            return unreachable
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
+            for entry in batch:
+                entry.unreachable()
+            return
         request = wtm.WriteTxnMarkersRequest(
-            markers=(
-                wtm.WritableTxnMarker(
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    transaction_result=commit,
-                    topics=tuple(
-                        wtm.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
-                        for t, ps in by_topic.items()
-                    ),
-                    coordinator_epoch=coordinator_epoch,
-                ),
-            )
+            markers=tuple(_marker(entry) for entry in batch)
         )
         try:
             response = await client.request(request, REQUEST_TIMEOUT)
         except BrokerUnreachable as exc:
             log.debug("markers to broker %d: %s", leader, exc)
-            return unreachable
-        codes: dict[Partition, int] = {}
+            for entry in batch:
+                entry.unreachable()
+            return
+        codes: dict[int, dict[Partition, int]] = {}
         for marker in response.markers:
+            mine = codes.setdefault(int(marker.producer_id), {})
             for topic in marker.topics:
                 for part in topic.partitions:
-                    codes[(topic.name, int(part.partition_index))] = int(part.error_code)
-        return {tp: codes.get(tp, int(E.unknown_server_error)) for tp in partitions}
+                    mine[(topic.name, int(part.partition_index))] = int(part.error_code)
+        for entry in batch:
+            answered = codes.get(entry.producer_id, {})
+            entry.resolve(
+                {tp: answered.get(tp, int(E.unknown_server_error)) for tp in entry.partitions}
+            )
+
+
+def _marker(entry: _Queued) -> wtm.WritableTxnMarker:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in entry.partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    return wtm.WritableTxnMarker(
+        producer_id=entry.producer_id,
+        producer_epoch=entry.producer_epoch,
+        transaction_result=entry.commit,
+        topics=tuple(
+            wtm.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
+            for t, ps in by_topic.items()
+        ),
+        coordinator_epoch=entry.coordinator_epoch,
+    )

@@ -8,6 +8,12 @@ InitProducerId) writes PrepareCommit/PrepareAbort, answers, writes the markers t
 partition of the transaction (chronik.coordinator.transaction_markers), then writes
 CompleteCommit/CompleteAbort. A coordinator that loads a partition (start, failover)
 finishes the transactions it finds half-way through Prepare*.
+
+A request that finds its id busy (a state write, or the markers and completion of the
+previous transaction) is held until the id settles rather than answered
+CONCURRENT_TRANSACTIONS at once; an AddPartitionsToTxn held while the markers are written
+has its Ongoing state written in one batch with the completion
+(chronik.coordinator.transaction_holds).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as E
 
 from chronik.coordinator.host import ClusterPartitions, CoordinatorHost
+from chronik.coordinator.transaction_holds import HeldRequests, NextTransaction
 from chronik.coordinator.transaction_log import (
     InvalidTxnRecord,
     decode_key,
@@ -61,7 +68,6 @@ COMPLETE_RETRY_FIRST_SECONDS = 0.1
 COMPLETE_RETRY_MAX_SECONDS = 2.0
 
 
-
 class TransactionCoordinator:
     def __init__(self, broker: CoordinatorHost, markers: MarkerSender) -> None:
         self.broker = broker
@@ -84,6 +90,7 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: list[asyncio.Task[None]] = []
         self._running = False
+        self._held = HeldRequests()
 
     # -- lifecycle ------------------------------------------------------------------------
     def _cluster(self) -> ClusterPartitions | None:
@@ -108,6 +115,7 @@ class TransactionCoordinator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._timers.clear()
+        self._held.close()
         await self.markers.close()
 
     def _spawn(self, coro: Any) -> None:
@@ -190,14 +198,31 @@ class TransactionCoordinator:
         self._epochs.pop(partition, None)
         for txn_id in [t for t in self.txns if self.topic.partition_of(t) == partition]:
             del self.txns[txn_id]
+            self._held.settled(txn_id)
+
+    # -- requests held while an id is busy ------------------------------------------------
+    def _unpend(self, txn: TxnMetadata) -> None:
+        txn.pending = False
+        self._held.settled(txn.transactional_id)
+
+    @staticmethod
+    def _busy(txn: TxnMetadata) -> bool:
+        return (
+            txn.pending or txn.state.preparing or txn.state == TxnState.PREPARE_EPOCH_FENCE
+        )
 
     # -- writes ---------------------------------------------------------------------------
-    async def _store(self, txn: TxnMetadata) -> None:
-        """Write ``txn`` as the id's new state; raises StoreError."""
+    async def _store(self, txn: TxnMetadata, then: TxnMetadata | None = None) -> None:
+        """Write ``txn`` as the id's new state (and ``then`` after it, in the same batch);
+        raises StoreError."""
         partition = self.topic.partition_of(txn.transactional_id)
-        await self.topic.write(
-            partition, encode_key(txn.transactional_id), encode_value(txn)
-        )
+        key = encode_key(txn.transactional_id)
+        if then is None:
+            await self.topic.write(partition, key, encode_value(txn))
+        else:
+            await self.topic.write_many(
+                partition, [(key, encode_value(txn)), (key, encode_value(then))]
+            )
 
     def _served(self, txn_id: str) -> int:
         return self.coordinator_error(txn_id) or NONE
@@ -213,11 +238,32 @@ class TransactionCoordinator:
         """(error code, producer id, epoch) for a transactional producer's InitProducerId."""
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return INVALID_TRANSACTION_TIMEOUT, -1, -1
-        code = self._served(txn_id)
-        if code:
-            return code, -1, -1
+        deadline = self._held.deadline()
+        fenced = False  # this request aborted the open transaction (and bumped the epoch)
+        while True:
+            code = self._served(txn_id)
+            if code:
+                return code, -1, -1
+            txn = self.txns.get(txn_id)
+            if txn is None:
+                break
+            if not self._busy(txn) and not fenced and not _expected(
+                txn, expected_pid, expected_epoch
+            ):
+                # KIP-360: a producer may bump its own epoch only from the current one.
+                return PRODUCER_FENCED, -1, -1
+            if not self._busy(txn) and txn.state != TxnState.ONGOING:
+                break
+            if txn.state == TxnState.ONGOING and not txn.pending:
+                if fenced:  # the abort was not stored: the client tries again
+                    return CONCURRENT_TRANSACTIONS, -1, -1
+                # The new producer fences the old: its transaction is aborted with a
+                # bumped epoch, and this request goes on once that is done.
+                self._begin_abort(txn, bump=True)
+                fenced = True
+            if not await self._held.until_settled(txn_id, deadline):
+                return CONCURRENT_TRANSACTIONS, -1, -1
         now = self.broker.now_ms()
-        txn = self.txns.get(txn_id)
         if txn is None:
             pid = await self._allocate_producer_id()
             if pid is None:
@@ -233,20 +279,8 @@ class TransactionCoordinator:
                 self.txns.pop(txn_id, None)
                 return exc.code, -1, -1
             finally:
-                new.pending = False
+                self._unpend(new)
             return NONE, pid, 0
-        if txn.pending or txn.state.preparing or txn.state == TxnState.PREPARE_EPOCH_FENCE:
-            return CONCURRENT_TRANSACTIONS, -1, -1
-        if expected_pid >= 0 and (
-            expected_pid != txn.producer_id or expected_epoch not in (txn.producer_epoch, -1)
-        ):
-            # KIP-360: a producer may bump its own epoch only from the current one.
-            return PRODUCER_FENCED, -1, -1
-        if txn.state == TxnState.ONGOING:
-            # The new producer fences the old: its transaction is aborted with a bumped
-            # epoch, and the client retries until that is done (as Kafka answers).
-            self._begin_abort(txn, bump=True)
-            return CONCURRENT_TRANSACTIONS, -1, -1
         pid, epoch = txn.producer_id, txn.producer_epoch + 1
         if epoch > MAX_EPOCH:
             new_pid = await self._allocate_producer_id()
@@ -283,11 +317,11 @@ class TransactionCoordinator:
         try:
             await self._store(new)
         except StoreError as exc:
+            self._unpend(txn)
             return exc.code
-        finally:
-            txn.pending = False
         if self.txns.get(txn.transactional_id) is txn:
             self.txns[txn.transactional_id] = new
+        self._unpend(txn)
         return NONE
 
     # -- checks shared by AddPartitions, AddOffsets, EndTxn ---------------------------------
@@ -302,17 +336,39 @@ class TransactionCoordinator:
             return PRODUCER_FENCED, None
         return NONE, txn
 
+    async def _check_settled(
+        self, txn_id: str, pid: int, epoch: int
+    ) -> tuple[int, TxnMetadata | None]:
+        """_check once the id is not busy; CONCURRENT_TRANSACTIONS if it stays busy."""
+        deadline = self._held.deadline()
+        while True:
+            code, txn = self._check(txn_id, pid, epoch)
+            if txn is None or not self._busy(txn):
+                return code, txn
+            if not await self._held.until_settled(txn_id, deadline):
+                return CONCURRENT_TRANSACTIONS, None
+
     async def add_partitions(
         self, txn_id: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]]
     ) -> int:
-        code, txn = self._check(txn_id, pid, epoch)
-        if txn is None:
-            return code
-        if txn.pending or txn.state.preparing or txn.state == TxnState.PREPARE_EPOCH_FENCE:
-            return CONCURRENT_TRANSACTIONS
+        wanted = set(partitions)
+        deadline = self._held.deadline()
+        while True:
+            code, txn = self._check(txn_id, pid, epoch)
+            if txn is None:
+                return code
+            if not self._busy(txn):
+                break
+            if txn.state.preparing and not self._held.has_next(txn_id):
+                # The previous transaction's markers are being written: this one's
+                # Ongoing state goes with its completion.
+                answer = await self._held.queue_next(txn_id, pid, epoch, wanted, deadline)
+                if answer is not None:
+                    return answer
+            elif not await self._held.until_settled(txn_id, deadline):
+                return CONCURRENT_TRANSACTIONS
         if txn.state == TxnState.DEAD:
             return INVALID_TXN_STATE
-        wanted = set(partitions)
         if txn.state == TxnState.ONGOING and wanted <= txn.partitions:
             return NONE
         now = self.broker.now_ms()
@@ -326,11 +382,12 @@ class TransactionCoordinator:
 
     # -- EndTxn ---------------------------------------------------------------------------
     async def end_transaction(self, txn_id: str, pid: int, epoch: int, commit: bool) -> int:
-        code, txn = self._check(txn_id, pid, epoch)
+        # A retried EndTxn whose first attempt is still writing its markers waits for them.
+        code, txn = await self._check_settled(txn_id, pid, epoch)
         if txn is None:
             return code
         state = txn.state
-        if state == TxnState.ONGOING and not txn.pending:
+        if state == TxnState.ONGOING:
             partition = self.topic.partition_of(txn_id)
             now = self.broker.now_ms()
             prepared = txn.copy(
@@ -341,18 +398,12 @@ class TransactionCoordinator:
             if code:
                 return code
             prepared.pending = True
-            self._spawn(self._finish(prepared, commit, partition))
+            self._spawn(self._finish(prepared, commit, partition, producer_goes_on=True))
             return NONE
-        if state == TxnState.COMPLETE_COMMIT and commit and not txn.pending:
+        if state == TxnState.COMPLETE_COMMIT and commit:
             return NONE
-        if state == TxnState.COMPLETE_ABORT and not commit and not txn.pending:
+        if state == TxnState.COMPLETE_ABORT and not commit:
             return NONE
-        if (state == TxnState.PREPARE_COMMIT and commit) or (
-            state == TxnState.PREPARE_ABORT and not commit
-        ):
-            return CONCURRENT_TRANSACTIONS
-        if txn.pending:
-            return CONCURRENT_TRANSACTIONS
         return INVALID_TXN_STATE
 
     def _begin_abort(self, txn: TxnMetadata, bump: bool) -> None:
@@ -376,18 +427,24 @@ class TransactionCoordinator:
             await self._store(prepared)
         except StoreError as exc:
             log.info("transaction %s: abort not stored: %s", txn.transactional_id, exc)
-            txn.pending = False
+            self._unpend(txn)
             return
         txn.pending = False
         if self.txns.get(txn.transactional_id) is not txn:
+            self._held.settled(txn.transactional_id)
             return
         self.txns[txn.transactional_id] = prepared
         prepared.pending = True
         await self._finish(prepared, False, partition)
 
-    async def _finish(self, txn: TxnMetadata, commit: bool, partition: int) -> None:
-        """Markers to every partition, then Complete*. Stops if this broker stops
-        coordinating the id: the next coordinator finishes from the stored Prepare*."""
+    async def _finish(
+        self, txn: TxnMetadata, commit: bool, partition: int, producer_goes_on: bool = False
+    ) -> None:
+        """Markers to every partition, then Complete* (with the next transaction's Ongoing
+        state if its AddPartitionsToTxn is waiting, or, after the producer's own EndTxn,
+        arrives within NEXT_WAIT_SECONDS). Stops if this broker stops coordinating the
+        id: the next coordinator finishes from the stored Prepare*."""
+        following: NextTransaction | None = None
         try:
             epoch = self._epochs.get(partition, self.topic.coordinator_epoch(partition))
             done = await self.markers.send(
@@ -407,26 +464,53 @@ class TransactionCoordinator:
                 txn_start_ms=-1,
                 last_update_ms=self.broker.now_ms(),
             )
-            if not await self._store_completion(txn, complete, partition):
+            if producer_goes_on:
+                await self._held.wait_next(txn.transactional_id)
+            following = self._held.take_next(txn.transactional_id)
+            ongoing = None
+            if following is not None and (following.producer_id, following.producer_epoch) == (
+                complete.producer_id, complete.producer_epoch
+            ):
+                now = self.broker.now_ms()
+                ongoing = complete.copy(
+                    state=TxnState.ONGOING,
+                    partitions=set(following.partitions),
+                    txn_start_ms=now,
+                    last_update_ms=now,
+                )
+            stored = await self._store_completion(txn, complete, partition, ongoing)
+            if stored is None:
                 return
             if self.txns.get(txn.transactional_id) is txn:
-                self.txns[txn.transactional_id] = complete
+                self.txns[txn.transactional_id] = stored
+                if stored is ongoing and following is not None:
+                    following.resolve(NONE)
         finally:
-            txn.pending = False
+            if following is not None:
+                following.resolve(None)  # not written with the completion: it looks again
+            self._unpend(txn)
 
     async def _store_completion(
-        self, txn: TxnMetadata, complete: TxnMetadata, partition: int
-    ) -> bool:
-        """Write Complete* until it is written (True) or this broker no longer coordinates
-        the transaction (False): its markers are written, so giving up would leave the id
-        in Prepare* answering CONCURRENT_TRANSACTIONS until another coordinator loads it.
-        Kafka's coordinator likewise retries the append for as long as it coordinates."""
+        self,
+        txn: TxnMetadata,
+        complete: TxnMetadata,
+        partition: int,
+        ongoing: TxnMetadata | None = None,
+    ) -> TxnMetadata | None:
+        """Write Complete* until it is written or this broker no longer coordinates the
+        transaction (None): its markers are written, so giving up would leave the id in
+        Prepare* answering CONCURRENT_TRANSACTIONS until another coordinator loads it.
+        Kafka's coordinator likewise retries the append for as long as it coordinates.
+        The first attempt writes ``ongoing`` (the next transaction) in the same batch;
+        the id's state once written: ``ongoing`` if that attempt succeeded, else
+        ``complete``."""
         failures = 0
         delay = COMPLETE_RETRY_FIRST_SECONDS
         while partition in self._loaded and self.txns.get(txn.transactional_id) is txn:
             try:
-                await self._store(complete)
+                await self._store(complete, ongoing)
             except StoreError as exc:
+                ongoing = None
                 failures += 1
                 if failures == 1:
                     log.warning(
@@ -439,12 +523,12 @@ class TransactionCoordinator:
             if failures:
                 log.info("transaction %s: completion stored after %d failed attempts",
                          txn.transactional_id, failures)
-            return True
+            return ongoing or complete
         if failures:
             log.info("transaction %s: completion left to the next coordinator of %s-%d "
                      "after %d failed attempts", txn.transactional_id, TOPIC, partition,
                      failures)
-        return False
+        return None
 
     # -- timers ---------------------------------------------------------------------------
     async def _abort_loop(self) -> None:
@@ -497,6 +581,14 @@ class TransactionCoordinator:
         if count:
             log.info("expired %d transactional ids", count)
         return count
+
+
+def _expected(txn: TxnMetadata, expected_pid: int, expected_epoch: int) -> bool:
+    """Whether an InitProducerId naming ``expected_pid``/``expected_epoch`` (KIP-360; -1:
+    none) may bump the id's epoch: only from its current producer id and epoch."""
+    return expected_pid < 0 or (
+        expected_pid == txn.producer_id and expected_epoch in (txn.producer_epoch, -1)
+    )
 
 
 def client_code(code: int, version: int, fenced_since: int) -> int:

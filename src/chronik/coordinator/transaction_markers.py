@@ -2,7 +2,8 @@
 a commit or abort marker to every partition of a transaction, through
 chronik.coordinator.marker_writer for the partitions this broker leads and, in a
 cluster, through the channel the cluster layer gives it (chronik.cluster.marker_channel:
-WriteTxnMarkers v1 to the leaders of the others, one connection per broker).
+WriteTxnMarkers v1 to the leaders of the others, one connection per broker). Every leader
+is written to at once: the transaction waits for the slowest, not for their sum.
 
 A partition whose leader is moving, has too few in-sync replicas or cannot be reached
 is tried again (leader looked up again each round) until it takes the marker, the
@@ -91,25 +92,14 @@ class MarkerSender:
                 leader = -1 if remote is None else remote.leader_of(*tp)
                 by_leader.setdefault(leader, []).append(tp)
             codes: dict[Partition, int] = {}
-            for leader, tps in by_leader.items():
-                if remote is None or leader == self.node_id:
-                    codes.update(
-                        await self.local.write(
-                            producer_id, producer_epoch, coordinator_epoch, commit, tps,
-                            timeout_s=REQUEST_TIMEOUT,
-                        )
-                    )
-                elif leader < 0:
-                    if remote.partition_count(tps[0][0]) is None:
-                        codes.update({tp: int(E.unknown_topic_or_partition) for tp in tps})
-                    else:
-                        codes.update({tp: int(E.leader_not_available) for tp in tps})
-                else:
-                    codes.update(
-                        await remote.write(
-                            leader, producer_id, producer_epoch, coordinator_epoch, commit, tps
-                        )
-                    )
+            for answered in await asyncio.gather(
+                *(
+                    self._write(leader, tps, producer_id, producer_epoch, coordinator_epoch,
+                                commit)
+                    for leader, tps in by_leader.items()
+                )
+            ):
+                codes.update(answered)
             for tp, code in codes.items():
                 if code == 0:
                     left.discard(tp)
@@ -124,3 +114,28 @@ class MarkerSender:
             if left:
                 await asyncio.sleep(RETRY_SECONDS)
         return True
+
+    async def _write(
+        self,
+        leader: int,
+        tps: list[Partition],
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+    ) -> dict[Partition, int]:
+        """The markers of the partitions ``leader`` leads (-1: none known), written there;
+        the leaders are written to at once, each waiting for its own replicas."""
+        remote = self.remote
+        if remote is None or leader == self.node_id:
+            return await self.local.write(
+                producer_id, producer_epoch, coordinator_epoch, commit, tps,
+                timeout_s=REQUEST_TIMEOUT,
+            )
+        if leader < 0:
+            if remote.partition_count(tps[0][0]) is None:
+                return {tp: int(E.unknown_topic_or_partition) for tp in tps}
+            return {tp: int(E.leader_not_available) for tp in tps}
+        return await remote.write(
+            leader, producer_id, producer_epoch, coordinator_epoch, commit, tps
+        )

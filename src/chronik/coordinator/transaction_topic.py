@@ -11,7 +11,7 @@ once every in-sync replica has it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from kio.schema.errors import ErrorCode as E
 
@@ -96,13 +96,22 @@ class TransactionTopic:
 
     async def write(self, partition: int, key: bytes, value: bytes | None) -> None:
         """Append one record and wait until it is durable; raises StoreError."""
+        await self.write_many(partition, [(key, value)])
+
+    async def write_many(
+        self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
+    ) -> None:
+        """Append ``records`` (key, value) as one batch, so that all of them or none are
+        written, and wait until they are durable; raises StoreError."""
         if self._cluster() is None:
             await self.ensure()
         plog = self.local_log(partition)
         if plog is None:
             raise StoreError(int(E.not_coordinator), f"{TOPIC}-{partition} is not led here")
         now = self.broker.now_ms()
-        batch = bytearray(builder.build_batch([builder.Record(now, key, value)]))
+        batch = bytearray(
+            builder.build_batch([builder.Record(now, key, value) for key, value in records])
+        )
         writer: PartitionWriter = self.broker.writer
         try:
             await writer.write(

@@ -1,8 +1,9 @@
 """AddOffsetsToTxn (API key 25), versions 0-3: a transactional producer is about to
 commit a group's offsets in its transaction (TxnOffsetCommit follows, to the group
 coordinator). The group's __consumer_offsets partition joins the transaction, so the
-transaction's end writes a marker there too. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH
-before v2.
+transaction's end writes a marker there too. Held like AddPartitionsToTxn while the
+last transaction's markers are written. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before
+v2.
 
 Needs WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then
 READ on the group (else GROUP_AUTHORIZATION_FAILED), as Kafka's

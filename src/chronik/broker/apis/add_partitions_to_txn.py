@@ -1,6 +1,8 @@
 """AddPartitionsToTxn (API key 24), versions 0-3: a transactional producer names the
 partitions it is about to write. The coordinator stores them with the transaction
-(Ongoing) before answering. A partition that does not exist is
+(Ongoing) before answering; while the markers of the producer's last transaction are
+being written the request is held and answered once they are durable
+(chronik.coordinator.transaction_holds). A partition that does not exist is
 UNKNOWN_TOPIC_OR_PARTITION and then every other one OPERATION_NOT_ATTEMPTED, nothing
 added, as Kafka answers. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 Versions 4+ (the brokers' batched verification, KIP-890, which Kafka lets only a

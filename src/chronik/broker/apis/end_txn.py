@@ -1,7 +1,8 @@
 """EndTxn (API key 26), versions 0-3: commit or abort the producer's transaction. The
 coordinator stores PrepareCommit/PrepareAbort and answers; the markers and the
 completion follow (chronik.coordinator.transaction_coordinator). A retry of a finished
-transaction with the same result answers NONE; the other result INVALID_TXN_STATE.
+transaction with the same result answers NONE (a retry while its markers are written
+waits for them); the other result INVALID_TXN_STATE.
 PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 
 Needs WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's
