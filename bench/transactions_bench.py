@@ -21,6 +21,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -98,13 +99,18 @@ def consume(bootstrap: str, topic: str, count: int, isolation: str) -> float:
     return count / elapsed
 
 
-def run_arguments(doc: str, quick_records: int) -> tuple[argparse.Namespace, int, int]:
-    """--quick, --records, --runs, --output: the options, the record count and runs."""
+def run_arguments(
+    doc: str, quick_records: int, extend: Callable[[argparse.ArgumentParser], None] | None = None
+) -> tuple[argparse.Namespace, int, int]:
+    """--quick, --records, --runs, --output (and what ``extend`` adds): the options, the
+    record count and runs."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--records", type=int)
     parser.add_argument("--runs", type=int)
     parser.add_argument("--output", type=Path)
+    if extend is not None:
+        extend(parser)
     args = parser.parse_args()
     count = args.records or (quick_records if args.quick else 100_000)
     runs = args.runs or (1 if args.quick else 2)

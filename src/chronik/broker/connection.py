@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from chronik.broker.context import RequestContext, Throttle
+from chronik.broker.tls_stream import TLSStreamReader
 from chronik.protocol import compat, guard
 from chronik.protocol.framing import (
     SIZE,
@@ -304,9 +305,11 @@ class Connection:
         self.writer.write(SIZE.pack(len(answer)) + answer)
         await self.writer.drain()
 
-    async def _read_body(self, size: int) -> bytes:
+    async def _read_body(self, size: int) -> bytes | bytearray:
         # In pieces, so that a body still arriving counts as activity and one that
         # stopped arriving does not (connections.max.idle.ms).
+        if isinstance(self.reader, TLSStreamReader):
+            return await self.reader.read_body(size, self._arrived)
         chunks: list[bytes] = []
         left = size
         while left:
@@ -318,7 +321,10 @@ class Connection:
             self.active_at = time.monotonic()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _start(self, data: bytes, previous: Pending | None) -> Pending | None:
+    def _arrived(self) -> None:
+        self.active_at = time.monotonic()
+
+    def _start(self, data: bytes | bytearray, previous: Pending | None) -> Pending | None:
         api_key, api_version, correlation_id = parse_header_prefix(data)
         handler = self.broker.handler_for(api_key)
         pending = Pending(api_key)
@@ -373,7 +379,7 @@ class Connection:
             # closed).
             flexible = False
             header = parse_header(data, flexible)
-            request: Any = handler.decode_request(data[header.body_offset :])
+            request: Any = handler.decode_request(bytes(data[header.body_offset :]))
         else:
             request_cls = compat.request_class(api_key, api_version)
             flexible = request_cls.__flexible__
@@ -386,7 +392,9 @@ class Connection:
             except MalformedRequest as exc:
                 raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
             try:
-                request, _ = compat.decode(request_cls, data, header.body_offset)
+                # kio reads only immutable buffers; a TLS body is read into a bytearray.
+                body = memoryview(data).toreadonly() if isinstance(data, bytearray) else data
+                request, _ = compat.decode(request_cls, body, header.body_offset)
             except Exception as exc:
                 raise MalformedRequest(
                     f"cannot decode API {api_key} v{api_version}: {exc}"

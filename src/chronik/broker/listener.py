@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chronik.broker.tls_stream import TLSStreamProtocol, TLSStreamReader
+
 log = logging.getLogger("chronik.broker")
 
 LOG_INTERVAL = 10.0
@@ -35,10 +37,6 @@ _GONE = (errno.ECONNABORTED, errno.EPROTO, errno.ECONNRESET, errno.EPERM)
 
 # A TLS handshake that has not finished in this time closes the connection.
 TLS_HANDSHAKE_SECONDS = 10.0
-
-# Plaintext a TLS connection's reader is handed at a time (asyncio's SSL layer reads
-# 256 KiB of ciphertext from the socket at a time).
-TLS_READ_BUFFER = 2**18
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Any], Awaitable[None]]
 
@@ -104,22 +102,6 @@ class _RateLimitedLog:
             log.warning(self.message, *args, self.count)
             self.count = 0
             self.last = now
-
-
-class TLSStreamProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
-    """A StreamReaderProtocol that asyncio's SSL layer decrypts into: one buffer, reused,
-    instead of a new bytes object per read (and a join of them) before the reader copies
-    the plaintext into its own buffer."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        super().__init__(reader)
-        self._tls_buffer = memoryview(bytearray(TLS_READ_BUFFER))
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._tls_buffer
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(self._tls_buffer[:nbytes])
 
 
 class Listener:
@@ -230,12 +212,13 @@ class Listener:
     async def _serve(self, conn: socket.socket, host: str, bound: Bound) -> None:
         loop = asyncio.get_running_loop()
         try:
-            reader = asyncio.StreamReader(limit=STREAM_LIMIT)
-            protocol = (
-                asyncio.StreamReaderProtocol(reader)
-                if bound.tls is None
-                else TLSStreamProtocol(reader)
-            )
+            reader: asyncio.StreamReader
+            if bound.tls is None:
+                reader = asyncio.StreamReader(limit=STREAM_LIMIT)
+                protocol = asyncio.StreamReaderProtocol(reader)
+            else:
+                reader = TLSStreamReader(limit=STREAM_LIMIT)
+                protocol = TLSStreamProtocol(reader)
             try:
                 if bound.tls is None:
                     transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=conn)
