@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-# Plaintext handed over at a time while no body is being read (asyncio's SSL layer reads
-# 256 KiB of ciphertext from the socket at a time).
-SCRATCH = 2**18
+# Plaintext handed over at a time while no body is being read: headers and small
+# requests. Kept small, as it is held per connection (asyncio's SSL layer reads 256 KiB of
+# ciphertext from the socket at a time, and decrypts it in as many turns as it needs).
+SCRATCH = 2**16
 
 
 class TLSStreamReader(asyncio.StreamReader):
