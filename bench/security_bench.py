@@ -16,7 +16,7 @@ listener in turn one producer (acks=all, idempotent, no compression, linger.ms=5
 writes N records of 1,000 bytes over 6 partitions (after a warm-up of N/20), then one
 consumer reads them back from the start (timed from its first delivery). TLS is TLS 1.3
 with OpenSSL's default cipher on both sides. Each figure is the best of `--runs`, with the
-broker's CPU seconds per 1,000 records (median). With ``--baseline DIR`` a second broker,
+broker's CPU milliseconds per 1,000 records (median). With ``--baseline DIR`` a second broker,
 from another checkout's src/, runs the same workloads in the same run, the two taking
 turns round by round: a change measured before and after.
 
