@@ -5,6 +5,7 @@ the same confluent-kafka workload.
 
     python bench/security_bench.py            # about a minute
     python bench/security_bench.py --quick    # smoke run
+    python bench/security_bench.py --runs 3 --baseline ../main   # A/B against another checkout
 
 The broker has three listeners (PLAINTEXT, SSL, SASL_SSL), a certificate made with the
 openssl command, two SCRAM users and an authorizer: anonymous clients and the first
@@ -14,13 +15,24 @@ PREFIXED ACLs, among a few hundred ACLs for other principals and topics. For eac
 listener in turn one producer (acks=all, idempotent, no compression, linger.ms=5)
 writes N records of 1,000 bytes over 6 partitions (after a warm-up of N/20), then one
 consumer reads them back from the start (timed from its first delivery). TLS is TLS 1.3
-with OpenSSL's default cipher on both sides. Each figure is the best of `--runs`. Prints a
-table and writes JSON to bench/results/.
+with OpenSSL's default cipher on both sides. Each figure is the best of `--runs`, with the
+broker's CPU milliseconds per 1,000 records (median). With ``--baseline DIR`` a second broker,
+from another checkout's src/, runs the same workloads in the same run, the two taking
+turns round by round: a change measured before and after.
+
+The limit OpenSSL sets: the cipher the handshake chose, its speed on 16 KiB records from
+`openssl speed -evp`, and from it the time one encryption and one decryption of the
+workload's bytes take, against the time SSL adds to PLAINTEXT (the gap): the share of the
+gap that is OpenSSL's own work. Prints tables and writes JSON to bench/results/.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import socket
+import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,7 +54,7 @@ from confluent_kafka.admin import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brokers import Chronik, chronik_command, free_port  # noqa: E402
+from brokers import REPO, Chronik, chronik_command, free_port  # noqa: E402
 from transactions_bench import run_arguments, timed_produce, write_report  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -53,6 +65,11 @@ ACL_USER, ACL_PASSWORD = "checked", "checked-secret-1"
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_SSL+ACLs")
 # ACLs for other principals and topics, so decisions look through a realistic set.
 OTHER_ACLS = 300
+# openssl speed's name for the cipher of a TLS suite.
+EVP_CIPHERS = {"AES_256_GCM": "aes-256-gcm", "AES128-GCM": "aes-128-gcm",
+               "AES256-GCM": "aes-256-gcm", "AES_128_GCM": "aes-128-gcm",
+               "CHACHA20": "chacha20-poly1305"}
+TLS_RECORD = 16_384
 
 
 def make_certificates(directory: Path) -> tuple[Path, Path]:
@@ -76,8 +93,9 @@ def make_certificates(directory: Path) -> tuple[Path, Path]:
 class SecureChronik(Chronik):
     """A chronik broker with a PLAINTEXT, an SSL and a SASL_SSL listener."""
 
-    def __init__(self, ca: Path, keystore: Path) -> None:
-        super().__init__()
+    def __init__(self, ca: Path, keystore: Path, name: str = "chronik",
+                 src: Path = REPO / "src") -> None:
+        super().__init__(name, src)
         self.ports = {"PLAINTEXT": self.port, "SSL": free_port(), "SASL_SSL": free_port()}
         self.ca, self.keystore = ca, keystore
 
@@ -173,45 +191,158 @@ def consume(conf: dict[str, Any], topic: str, count: int) -> float:
     return timed / elapsed
 
 
+def broker_cpu(pid: int) -> float:
+    """CPU seconds (user and system) the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def negotiated(port: int, ca: Path) -> tuple[str, str]:
+    """The TLS version and suite a client with OpenSSL's defaults gets from the broker."""
+    context = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        cipher = tls.cipher()
+    assert cipher is not None
+    return cipher[1], cipher[0]
+
+
+def openssl_speed(suite: str) -> tuple[str, float, float]:
+    """The suite's cipher and `openssl speed`'s bytes per second on 16 KiB records,
+    encrypting and decrypting."""
+    evp = next((v for k, v in EVP_CIPHERS.items() if k in suite), "aes-256-gcm")
+    rates = []
+    for extra in ([], ["-decrypt"]):
+        out = subprocess.run(
+            ["openssl", "speed", *extra, "-seconds", "1", "-bytes", str(TLS_RECORD), "-evp", evp],
+            capture_output=True, text=True, check=True,
+        ).stdout
+        rates.append(float(out.strip().splitlines()[-1].split()[-1].rstrip("k")) * 1000)
+    return evp, rates[0], rates[1]
+
+
+def measure(broker: SecureChronik, admin: AdminClient, listener: str, count: int,
+            rates: dict[str, list[float]], cpu: dict[str, list[float]]) -> None:
+    topic = f"sec-{listener.lower().replace('+', '-')}-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    conf = broker.client(listener)
+    assert broker.proc is not None
+    pid = broker.proc.pid
+    before = broker_cpu(pid)
+    rates.setdefault(f"produce {listener}", []).append(produce(conf, topic, count))
+    middle = broker_cpu(pid)
+    total = count + warmup(count)
+    rates.setdefault(f"consume {listener}", []).append(consume(conf, topic, total))
+    after = broker_cpu(pid)
+    # Per 1,000 records, warm-up and connection setup included (the same for every listener).
+    cpu.setdefault(f"produce {listener}", []).append((middle - before) * 1000 / total)
+    cpu.setdefault(f"consume {listener}", []).append((after - middle) * 1000 / total)
+
+
 def main() -> int:
-    args, count, runs = run_arguments(__doc__, 3_000)
+    def extend(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--baseline", type=Path,
+                            help="another chronik checkout (its src/) run beside this one")
+
+    args, count, runs = run_arguments(__doc__, 3_000, extend)
+    if args.baseline is not None and not (args.baseline / "src" / "chronik").is_dir():
+        raise SystemExit(f"--baseline {args.baseline}: no src/chronik there")
+    names = ["chronik"] + (["baseline"] if args.baseline is not None else [])
+    rates: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    cpu: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    load = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory(prefix="chronik-security-bench-") as tmp:
         ca, keystore = make_certificates(Path(tmp))
-        broker = SecureChronik(ca, keystore)
-        broker.start()
+        brokers = {
+            name: SecureChronik(
+                ca, keystore, name,
+                REPO / "src" if name == "chronik" else args.baseline.resolve() / "src",
+            )
+            for name in names
+        }
         try:
-            for port in broker.ports.values():
-                socket.create_connection(("127.0.0.1", port), timeout=10).close()
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            grant(admin)
-            best: dict[str, list[float]] = {}
-            for _ in range(runs):
-                for listener in LISTENERS:
-                    topic = f"sec-{listener.lower().replace('+', '-')}-{uuid.uuid4().hex[:6]}"
-                    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-                    conf = broker.client(listener)
-                    best.setdefault(f"produce {listener}", []).append(produce(conf, topic, count))
-                    total = count + warmup(count)
-                    best.setdefault(f"consume {listener}", []).append(consume(conf, topic, total))
-            results = {k: max(v) for k, v in best.items()}
+            for broker in brokers.values():
+                broker.start()
+                for port in broker.ports.values():
+                    socket.create_connection(("127.0.0.1", port), timeout=10).close()
+            version, suite = negotiated(brokers["chronik"].ports["SSL"], ca)
+            admins = {name: AdminClient({"bootstrap.servers": b.bootstrap})
+                      for name, b in brokers.items()}
+            for admin in admins.values():
+                grant(admin)
+            for run in range(runs):
+                # Turn about, so that neither broker always goes first.
+                for name in names if run % 2 == 0 else names[::-1]:
+                    for listener in LISTENERS:
+                        measure(brokers[name], admins[name], listener, count, rates[name],
+                                cpu[name])
         finally:
-            broker.stop()
+            for broker in brokers.values():
+                broker.stop()
+    evp, encrypt_rate, decrypt_rate = openssl_speed(suite)
+    results = {name: {k: max(v) for k, v in rates[name].items()} for name in names}
+    cpu_per_k = {name: {k: statistics.median(v) for k, v in cpu[name].items()} for name in names}
     ratios = {
-        f"{kind} {listener}": results[f"{kind} {listener}"] / results[f"{kind} PLAINTEXT"]
-        for kind in ("produce", "consume") for listener in LISTENERS[1:]
+        name: {
+            f"{kind} {listener}": results[name][f"{kind} {listener}"]
+            / results[name][f"{kind} PLAINTEXT"]
+            for kind in ("produce", "consume") for listener in LISTENERS[1:]
+        }
+        for name in names
     }
-    print(f"{count} records of {len(VALUE)} bytes, {PARTITIONS} partitions, best of {runs}")
-    print(f"{'':26}{'records/s':>12}{'of PLAINTEXT':>14}")
-    for name, rate in results.items():
-        ratio = ratios.get(name)
-        print(f"{name:26}{rate:>12,.0f}" + (f"{ratio:>13.2f}x" if ratio else ""))
+    print(f"{count} records of {len(VALUE)} bytes, {PARTITIONS} partitions, best of {runs}; "
+          f"load average {' '.join(load)} at the start")
+    header = f"{'':26}{'records/s':>12}{'of PLAINTEXT':>14}{'broker ms/1k':>14}"
+    if args.baseline is not None:
+        header += f"{'baseline rec/s':>16}{'of PLAINTEXT':>14}{'broker ms/1k':>14}{'ratio':>8}"
+    print(header)
+    for row, rate in results["chronik"].items():
+        ratio = ratios["chronik"].get(row)
+        line = (f"{row:26}{rate:>12,.0f}" + (f"{ratio:>13.2f}x" if ratio else " " * 14)
+                + f"{cpu_per_k['chronik'][row] * 1000:>14.1f}")
+        if args.baseline is not None:
+            base = results["baseline"][row]
+            base_ratio = ratios["baseline"].get(row)
+            line += (f"{base:>16,.0f}" + (f"{base_ratio:>13.2f}x" if base_ratio else " " * 14)
+                     + f"{cpu_per_k['baseline'][row] * 1000:>14.1f}{rate / base:>7.2f}x")
+        print(line)
     for kind in ("produce", "consume"):
-        acl = results[f"{kind} SASL_SSL+ACLs"] / results[f"{kind} SASL_SSL"]
-        ratios[f"{kind} ACLs checked vs super user"] = acl
+        acl = results["chronik"][f"{kind} SASL_SSL+ACLs"] / results["chronik"][f"{kind} SASL_SSL"]
+        ratios["chronik"][f"{kind} ACLs checked vs super user"] = acl
         print(f"{kind}: ACLs checked at {acl:.2f}x of a super user's throughput")
+    # OpenSSL's share: each byte is encrypted once by the sender and decrypted once by
+    # the receiver; against the wall time SSL adds to the same workload over PLAINTEXT.
+    crypto_seconds = count * len(VALUE) * (1 / encrypt_rate + 1 / decrypt_rate)
+    limit: dict[str, dict[str, float]] = {}
+    print(f"{version} {suite}; openssl speed -evp {evp}, 16 KiB: "
+          f"{encrypt_rate / 1e9:.2f} GB/s encrypt, {decrypt_rate / 1e9:.2f} GB/s decrypt")
+    for kind in ("produce", "consume"):
+        plain = count / results["chronik"][f"{kind} PLAINTEXT"]
+        tls = count / results["chronik"][f"{kind} SSL"]
+        gap = tls - plain
+        limit[kind] = {
+            "plaintext_s": plain, "ssl_s": tls, "openssl_s": crypto_seconds,
+            "openssl_share_of_gap": crypto_seconds / gap if gap > 0 else None,
+            "ratio_with_openssl_only": plain / (plain + crypto_seconds),
+        }
+        share = limit[kind]["openssl_share_of_gap"]
+        print(f"{kind}: PLAINTEXT {plain:.3f}s, SSL {tls:.3f}s for {count} records; OpenSSL's "
+              f"encryption and decryption {crypto_seconds:.3f}s = "
+              + (f"{share:.0%} of the gap" if share is not None else "no gap")
+              + "; with nothing but "
+              f"OpenSSL added SSL would run at {limit[kind]['ratio_with_openssl_only']:.2f}x")
     write_report(
         args, "security", records=count, record_bytes=len(VALUE), runs=runs,
-        records_per_s=results, ratios_to_plaintext=ratios,
+        load_average=load, records_per_s=results["chronik"],
+        ratios_to_plaintext=ratios["chronik"],
+        broker_cpu_ms_per_1000_records={n: {k: v * 1000 for k, v in c.items()}
+                                        for n, c in cpu_per_k.items()},
+        baseline={"src": str(args.baseline), "records_per_s": results["baseline"],
+                  "ratios_to_plaintext": ratios["baseline"]}
+        if args.baseline is not None else None,
+        tls={"version": version, "suite": suite, "openssl_speed_evp": evp,
+             "encrypt_bytes_per_s": encrypt_rate, "decrypt_bytes_per_s": decrypt_rate,
+             "limit": limit},
     )
     return 0
 

@@ -35,6 +35,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -130,21 +131,25 @@ def consume(bootstrap: str, topic: str, count: int, isolation: str) -> float:
     return count / elapsed
 
 
+def add_against(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--against", type=Path, metavar="DIR",
+        help="another checkout's src/ to run beside this one, rounds alternating",
+    )
+
+
 def run_arguments(
-    doc: str, quick_records: int, against: bool = False
+    doc: str, quick_records: int, extend: Callable[[argparse.ArgumentParser], None] | None = None
 ) -> tuple[argparse.Namespace, int, int]:
-    """--quick, --records, --runs, --output (and --against): the options, the record count
-    and runs."""
+    """--quick, --records, --runs, --output (and what ``extend`` adds): the options, the
+    record count and runs."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--records", type=int)
     parser.add_argument("--runs", type=int)
     parser.add_argument("--output", type=Path)
-    if against:
-        parser.add_argument(
-            "--against", type=Path, metavar="DIR",
-            help="another checkout's src/ to run beside this one, rounds alternating",
-        )
+    if extend is not None:
+        extend(parser)
     args = parser.parse_args()
     count = args.records or (quick_records if args.quick else 100_000)
     runs = args.runs or (1 if args.quick else 2)
@@ -194,7 +199,7 @@ def load() -> str:
 
 
 def main() -> int:
-    args, count, runs = run_arguments(__doc__, 5_000, against=True)
+    args, count, runs = run_arguments(__doc__, 5_000, add_against)
     brokers = {"chronik": Chronik()}
     if args.against is not None:
         brokers["against"] = Chronik(name="against", src=args.against.resolve())

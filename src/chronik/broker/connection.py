@@ -17,9 +17,11 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from chronik.broker.context import RequestContext, Throttle
+from chronik.broker.tls_stream import TLSStreamReader
 from chronik.protocol import compat, guard
 from chronik.protocol.framing import (
     SIZE,
@@ -51,6 +53,14 @@ BEFORE_AUTHENTICATION = (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE
 MAX_WORKING = 8
 MAX_QUEUED = 32
 BODY_CHUNK = 2**20
+# Under TLS a response goes to the SSL object in pieces of at most TLS_CHUNK bytes, each
+# once the transport has drained below its high-water mark: handed over whole, a
+# multi-megabyte Fetch response is encrypted at once into a buffer that grows to its
+# size and is copied out again in one piece (fresh pages, faulted in, on every
+# response). Small parts (headers, sizes) are joined with their neighbours up to a
+# TLS_RECORD boundary, so that they do not each make a record of a few bytes.
+TLS_CHUNK = 2**18
+TLS_RECORD = 2**14
 
 
 class Pending:
@@ -93,6 +103,7 @@ class Connection:
             else None
         )
         self.tls_principal = ANONYMOUS
+        self.tls = listener is not None and listener.tls
         if listener is not None and listener.tls and not listener.sasl:
             # Raises PrincipalRuleError for a subject no rule maps: serve() is not reached.
             self.tls_principal = broker.security.tls_principal(writer.get_extra_info("peercert"))
@@ -294,9 +305,11 @@ class Connection:
         self.writer.write(SIZE.pack(len(answer)) + answer)
         await self.writer.drain()
 
-    async def _read_body(self, size: int) -> bytes:
+    async def _read_body(self, size: int) -> bytes | bytearray:
         # In pieces, so that a body still arriving counts as activity and one that
         # stopped arriving does not (connections.max.idle.ms).
+        if isinstance(self.reader, TLSStreamReader):
+            return await self.reader.read_body(size, self._arrived)
         chunks: list[bytes] = []
         left = size
         while left:
@@ -308,7 +321,10 @@ class Connection:
             self.active_at = time.monotonic()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _start(self, data: bytes, previous: Pending | None) -> Pending | None:
+    def _arrived(self) -> None:
+        self.active_at = time.monotonic()
+
+    def _start(self, data: bytes | bytearray, previous: Pending | None) -> Pending | None:
         api_key, api_version, correlation_id = parse_header_prefix(data)
         handler = self.broker.handler_for(api_key)
         pending = Pending(api_key)
@@ -363,7 +379,7 @@ class Connection:
             # closed).
             flexible = False
             header = parse_header(data, flexible)
-            request: Any = handler.decode_request(data[header.body_offset :])
+            request: Any = handler.decode_request(bytes(data[header.body_offset :]))
         else:
             request_cls = compat.request_class(api_key, api_version)
             flexible = request_cls.__flexible__
@@ -376,7 +392,9 @@ class Connection:
             except MalformedRequest as exc:
                 raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
             try:
-                request, _ = compat.decode(request_cls, data, header.body_offset)
+                # kio reads only immutable buffers; a TLS body is read into a bytearray.
+                body = memoryview(data).toreadonly() if isinstance(data, bytearray) else data
+                request, _ = compat.decode(request_cls, body, header.body_offset)
             except Exception as exc:
                 raise MalformedRequest(
                     f"cannot decode API {api_key} v{api_version}: {exc}"
@@ -480,7 +498,12 @@ class Connection:
                     self.pool.force(size)
                     self.writable.clear()
                     try:
-                        self.writer.writelines(out)
+                        if self.tls:
+                            for piece in tls_pieces(out):
+                                self.writer.write(piece)
+                                await self.writer.drain()
+                        else:
+                            self.writer.writelines(out)
                         del out
                         await self.writer.drain()
                     except ConnectionError:
@@ -498,6 +521,45 @@ class Connection:
         self.closing = True
         if self.reading is not None:
             self.reading.cancel()
+
+
+def tls_pieces(parts: list[bytes]) -> Iterator[bytes | memoryview]:
+    """``parts`` as writes for an SSL transport: large parts as views of at most
+    TLS_CHUNK bytes (not copied); small parts, with the head and tail of the large parts
+    around them, joined into one piece that ends on a TLS record boundary (a run of small
+    parts alone may pass TLS_CHUNK by less than a record)."""
+    small: list[bytes | memoryview] = []
+    small_size = 0
+    for part in parts:
+        size = len(part)
+        if not size:
+            continue
+        if size < TLS_RECORD:
+            small.append(part)
+            small_size += size
+            if small_size >= TLS_CHUNK:
+                yield b"".join(small)
+                small, small_size = [], 0
+            continue
+        view = memoryview(part)
+        start = 0
+        if small:
+            # Complete the record the small parts began.
+            start = -small_size % TLS_RECORD
+            small.append(view[:start])
+            yield b"".join(small)
+            small, small_size = [], 0
+        # The whole records of the rest go as views; what is left joins the next parts.
+        end = size - (size - start) % TLS_RECORD
+        while start < end:
+            stop = min(start + TLS_CHUNK, end)
+            yield view[start:stop]
+            start = stop
+        if start < size:
+            small.append(view[start:])
+            small_size = size - start
+    if small:
+        yield b"".join(small)
 
 
 async def _ready(parts: list[bytes]) -> list[bytes]:

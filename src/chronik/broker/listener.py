@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chronik.broker.tls_stream import TLSStreamProtocol, TLSStreamReader
+
 log = logging.getLogger("chronik.broker")
 
 LOG_INTERVAL = 10.0
@@ -210,8 +212,13 @@ class Listener:
     async def _serve(self, conn: socket.socket, host: str, bound: Bound) -> None:
         loop = asyncio.get_running_loop()
         try:
-            reader = asyncio.StreamReader(limit=STREAM_LIMIT)
-            protocol = asyncio.StreamReaderProtocol(reader)
+            reader: asyncio.StreamReader
+            if bound.tls is None:
+                reader = asyncio.StreamReader(limit=STREAM_LIMIT)
+                protocol = asyncio.StreamReaderProtocol(reader)
+            else:
+                reader = TLSStreamReader(limit=STREAM_LIMIT)
+                protocol = TLSStreamProtocol(reader)
             try:
                 if bound.tls is None:
                     transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=conn)

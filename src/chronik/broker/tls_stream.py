@@ -1,0 +1,86 @@
+"""The reading end of a TLS connection: asyncio's SSL layer decrypts into our buffers.
+
+asyncio's SSL layer hands a plain Protocol each read as a new bytes object, which a
+StreamReader copies into its buffer, from which the connection copies a request body out
+in pieces and joins them: four passes over every byte, and two large allocations per
+request, after the decryption. With a BufferedProtocol the SSL layer decrypts into the
+buffer the protocol names: here a reused scratch buffer while headers are read (its
+bytes go to the StreamReader as before), and the request's own buffer while a body is
+read (``read_body``), so a body's bytes are written once, by OpenSSL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+# Plaintext handed over at a time while no body is being read: headers and small
+# requests. Kept small, as it is held per connection (asyncio's SSL layer reads 256 KiB of
+# ciphertext from the socket at a time, and decrypts it in as many turns as it needs).
+SCRATCH = 2**16
+
+
+class TLSStreamReader(asyncio.StreamReader):
+    """A StreamReader that can also take a request body straight from the decryption."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit=limit)
+        self._scratch = memoryview(bytearray(SCRATCH))
+        self._body: memoryview | None = None
+        self._filled = 0
+        # Whether the last buffer handed out was the body's.
+        self._into_body = False
+
+    def buffer(self) -> memoryview:
+        """Where the next decrypted bytes go. Never an empty buffer: the SSL layer takes
+        a read of nothing for the peer's close_notify."""
+        body = self._body
+        self._into_body = body is not None and self._filled < len(body)
+        if self._into_body:
+            assert body is not None
+            return body[self._filled :]
+        return self._scratch
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._into_body:
+            self._filled += nbytes
+            self._wakeup_waiter()
+        else:
+            self.feed_data(self._scratch[:nbytes])
+
+    async def read_body(self, size: int, progress: Callable[[], None]) -> bytearray:
+        """The next ``size`` bytes; ``progress`` is called whenever some have arrived."""
+        body = bytearray(size)
+        view = memoryview(body)
+        # What the StreamReader holds already comes first.
+        taken = min(len(self._buffer), size)
+        if taken:
+            view[:taken] = self._buffer[:taken]
+            del self._buffer[:taken]
+            self._maybe_resume_transport()
+        self._body, self._filled = view, taken
+        try:
+            while self._filled < size:
+                if self._exception is not None:
+                    raise self._exception
+                if self._eof:
+                    raise asyncio.IncompleteReadError(bytes(view[: self._filled]), size)
+                await self._wait_for_data("read_body")
+                progress()
+        finally:
+            self._body = None
+        return body
+
+
+class TLSStreamProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
+    """A StreamReaderProtocol that asyncio's SSL layer decrypts into (see TLSStreamReader)."""
+
+    def __init__(self, reader: TLSStreamReader) -> None:
+        super().__init__(reader)
+        self._tls_reader = reader
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._tls_reader.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._tls_reader.buffer_updated(nbytes)
