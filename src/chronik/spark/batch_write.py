@@ -41,6 +41,10 @@ _KEYS = frozenset({
 }) | fetch_auth.KEYS
 
 
+# A batch's header and its place in a Produce request (topic, partition, sizes).
+_BATCH_FRAMING = 61 + 512
+
+
 @dataclasses.dataclass(frozen=True)
 class FastPath:
     settings: Settings
@@ -99,9 +103,12 @@ def fast_path(options: Mapping[str, str], conf: Mapping[str, object]) -> FastPat
             transaction_timeout_ms=_int(conf, "transaction.timeout.ms", 60_000),
             security={k: str(v) for k, v in conf.items()},
         )
+        # librdkafka's batches stay within message.max.bytes too (framing included), which
+        # is about a broker's default max.message.bytes: a bigger batch would be refused.
+        limit = min(_int(conf, "batch.size", 1_000_000), settings.max_request_bytes)
         return FastPath(
             settings, codec, kind,
-            batch_bytes=_int(conf, "batch.size", 1_000_000),
+            batch_bytes=max(limit - _BATCH_FRAMING, 1),
             batch_records=_int(conf, "batch.num.messages", 10_000),
         )
     except ValueError:
