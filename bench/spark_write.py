@@ -46,6 +46,45 @@ sys.path.insert(0, str(REPO / "src"))
 TARGET_ROWS_PER_S = 1_000_000
 
 
+def _cpu_seconds() -> dict[tuple[str, int], float]:
+    """CPU time (user + system) of this process's descendants, by (group, pid): the Spark
+    JVM, its Python workers, the broker. On a machine shared with other work the wall clock
+    says how much CPU this run got; CPU per row says what each sink costs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    times: dict[int, float] = {}
+    commands: dict[int, str] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            pid = int(stat.split("/")[2])
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            commands[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        parent[pid] = int(fields[1])
+        times[pid] = (int(fields[11]) + int(fields[12])) / tick
+    me = os.getpid()
+    out = {}
+    for pid, seconds in times.items():
+        up = pid
+        while up not in (me, 0, 1) and up in parent:
+            up = parent[up]
+        if up != me or pid == me:
+            continue
+        cmd = commands[pid]
+        group = ("jvm" if "java" in cmd.split(" ", 1)[0] else "python workers"
+                 if "pyspark" in cmd else "broker" if "chronik" in cmd else "other")
+        out[(group, pid)] = seconds
+    return out
+
+
+def _used(before: dict, after: dict) -> dict[str, float]:
+    used: dict[str, float] = {}
+    for key, seconds in after.items():
+        used[key[0]] = used.get(key[0], 0.0) + seconds - before.get(key, 0.0)
+    return used
+
+
 def _jars(pattern: str | None) -> list[str]:
     if not pattern:
         return []
@@ -123,16 +162,22 @@ def main() -> int:
 
         load = [os.getloadavg()[0]]
         seconds: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+        cpu: dict[tuple[str, str], list[dict[str, float]]] = {run: [] for run in runs}
         for round_no in range(args.rounds):
             order = runs if round_no % 2 == 0 else list(reversed(runs))
             for sink, mode in order:
                 w = writer(sink, mode, f"write-{sink}-{mode}-{uuid.uuid4().hex[:6]}")
+                before = _cpu_seconds()
                 start = time.perf_counter()
                 w.save()
                 took = time.perf_counter() - start
+                used = _used(before, _cpu_seconds())
                 seconds[(sink, mode)].append(took)
+                cpu[(sink, mode)].append(used)
                 print(f"round {round_no + 1} {sink:>19} {mode:>12}: {args.rows / took:>12,.0f} "
-                      f"rows/s ({took:.2f}s)", flush=True)
+                      f"rows/s ({took:.2f}s; CPU s: "
+                      + ", ".join(f"{g} {v:.2f}" for g, v in sorted(used.items())) + ")",
+                      flush=True)
             load.append(os.getloadavg()[0])
         spark.stop()
     finally:
@@ -142,8 +187,17 @@ def main() -> int:
              for (sink, mode), s in seconds.items()}
     print(f"\nmedian of {args.rounds} round(s), {args.rows:,} rows of 100 bytes, local[2]; "
           f"load average {min(load):.1f}-{max(load):.1f}")
+    # CPU seconds per million rows, median over the rounds, by process group.
+    per_million = {
+        f"{sink} {mode}": {g: statistics.median(u.get(g, 0.0) for u in used) * 1e6 / args.rows
+                           for g in ("jvm", "python workers", "broker")}
+        for (sink, mode), used in cpu.items()
+    }
     for name, rate in rates.items():
-        print(f"{name:>32}: {rate:>12,.0f} rows/s")
+        groups = per_million[name]
+        print(f"{name:>32}: {rate:>12,.0f} rows/s; CPU s per 1M rows: {sum(groups.values()):.2f}"
+              f" (jvm {groups['jvm']:.2f}, python workers {groups['python workers']:.2f}, "
+              f"broker {groups['broker']:.2f})")
     ratios = {}
     for mode in ("plain", "exactly-once", "transactional"):
         new, old = rates.get(f"chronik {mode}"), rates.get(f"chronik-librdkafka {mode}")
@@ -164,7 +218,7 @@ def main() -> int:
         "rows": args.rows, "rounds": args.rounds, "load": [min(load), max(load)],
         "machine": platform.machine(), "cpus": os.cpu_count(),
         "seconds": {f"{s} {m}": v for (s, m), v in seconds.items()},
-        "rows_per_s": rates, "ratios": ratios,
+        "rows_per_s": rates, "ratios": ratios, "cpu_s_per_million_rows": per_million,
     }, indent=2) + "\n")
     return 0
 
