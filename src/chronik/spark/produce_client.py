@@ -17,7 +17,8 @@
 # (DUPLICATE_SEQUENCE_NUMBER is an acknowledgement). A transactional producer finds its
 # coordinator, takes its id and epoch from InitProducerId (fencing earlier producers of the
 # id), adds each partition with AddPartitionsToTxn before its first batch, and ends with
-# EndTxn. Errors that are not retriable fail the write with Kafka's error name.
+# EndTxn. Errors that are not retriable fail the write with Kafka's error name. A Produce
+# answer's throttle time (a produce quota) holds the next request back that long.
 from __future__ import annotations
 
 import datetime
@@ -450,6 +451,11 @@ class BatchProducer:
     def _receive(self, conn: Connection) -> None:
         body, sent = conn.receive(False)
         response, _ = decode(_schema(0, response=True), bytes(body), 0)
+        throttle = response.throttle_time.total_seconds()
+        if throttle > 0:
+            # Over a produce quota: the broker mutes this connection that long (KIP-219);
+            # the next request waits as Kafka's clients wait.
+            time.sleep(min(throttle, self.settings.delivery_timeout_s))
         codes = {(t.name, int(p.index)): int(p.error_code)
                  for t in response.responses for p in t.partition_responses}
         retry = []
