@@ -7,6 +7,7 @@ import pytest
 from tests.spark.conftest import produce
 
 from chronik.spark import writers
+from chronik.spark.options import OptionError
 
 pytestmark = pytest.mark.spark
 
@@ -176,3 +177,120 @@ def test_transactional_stream_write(spark, bootstrap, topic_factory, tmp_path):
     _copy_stream(spark, bootstrap, src, dst, str(tmp_path / "ckpt"), transactional="true")
     rows = _read_committed(spark, bootstrap, dst).collect()
     assert sorted(r.value for r in rows) == sorted(f"v{i}".encode() for i in range(90))
+
+
+def _consume_all(bootstrap: str, topic: str, partitions: int, committed: bool = False) -> list:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed" if committed else "read_uncommitted",
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out, ended = [], set()
+    for _ in range(2000):
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            ended.add(msg.partition())
+            if len(ended) == partitions:
+                break
+            continue
+        out.append(msg)
+    consumer.close()
+    return out
+
+
+def _rows(n: int) -> pa.RecordBatch:
+    headers = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    return pa.RecordBatch.from_pydict({
+        "key": pa.array([None if i % 7 == 0 else f"key-{i % 13}" for i in range(n)]),
+        "value": pa.array([None if i % 11 == 0 else f"v{i}".encode() * (i % 5) for i in range(n)],
+                          pa.binary()),
+        "headers": pa.array(
+            [None if i % 3 == 0 else [{"key": "h", "value": str(i).encode()},
+                                      {"key": "n", "value": None}] for i in range(n)],
+            headers),
+    })
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_record_batches_read_back_by_a_kafka_consumer(bootstrap, topic_factory, codec):
+    """The fast path's batches as confluent-kafka reads them: keys, values, headers, and
+    each key in the partition librdkafka's own produce() puts it."""
+    fast_topic, rdkafka_topic = topic_factory(partitions=3), topic_factory(partitions=3)
+    batch = _rows(300)
+    for topic, writer in ((fast_topic, "produce"), (rdkafka_topic, "librdkafka")):
+        core = writers._RowProducer({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                                     "writer": writer, "kafka.compression.type": codec})
+        assert (core.fast is not None) == (writer == "produce")
+        rows, _ = core.produce_all([batch.slice(0, 120), batch.slice(120)])
+        assert rows == 300
+    got = _consume_all(bootstrap, fast_topic, 3)
+    want = _consume_all(bootstrap, rdkafka_topic, 3)
+
+    def seen(msgs):
+        return sorted((m.key() or b"", m.value() or b"", repr(m.headers())) for m in msgs)
+
+    assert seen(got) == seen(want)
+    assert len(got) == 300
+    keyed = {m.key(): m.partition() for m in want if m.key()}
+    assert {m.key(): m.partition() for m in got if m.key()} == keyed
+    by_value = {(m.key(), m.value()): m.headers() for m in got}
+    assert by_value[(b"key-1", b"v1")] == [("h", b"1"), ("n", None)]
+    # Within a partition the rows keep their order.
+    for p in range(3):
+        offsets = [m.offset() for m in got if m.partition() == p]
+        assert offsets == sorted(offsets)
+
+
+def test_record_batches_to_the_partition_column_and_topics(bootstrap, topic_factory):
+    a, b = topic_factory(partitions=2), topic_factory(partitions=4)
+    rb = pa.RecordBatch.from_pydict({
+        "topic": [a, b, b, a, b],
+        "partition": pa.array([1, 3, None, 0, 2], pa.int32()),
+        "key": [b"k0", b"k1", b"k2", b"k3", b"k4"],
+        "value": [b"v0", b"v1", b"v2", b"v3", b"v4"],
+    })
+    core = writers._RowProducer({"kafka.bootstrap.servers": bootstrap})
+    assert core.produce_all([rb]) == (5, 0)
+    placed = {m.value(): (m.topic(), m.partition()) for m in
+              _consume_all(bootstrap, a, 2) + _consume_all(bootstrap, b, 4)}
+    assert placed[b"v0"] == (a, 1) and placed[b"v1"] == (b, 3)
+    assert placed[b"v3"] == (a, 0) and placed[b"v4"] == (b, 2)
+    assert placed[b"v2"][0] == b
+    bad = pa.RecordBatch.from_pydict({"partition": pa.array([9], pa.int32()), "value": [b"x"]})
+    with pytest.raises(OptionError, match="partition 9"):
+        writers._RowProducer({"kafka.bootstrap.servers": bootstrap, "topic": a}).produce_all([bad])
+
+
+def test_transactional_record_batches_are_read_committed(bootstrap, topic_factory):
+    topic = topic_factory(partitions=2)
+    core = writers._RowProducer(
+        {"kafka.bootstrap.servers": bootstrap, "topic": topic, "transactional": "true"})
+    assert core.fast is not None
+    txn_id = writers.transactional_id(core.id_prefix, f"fast-{topic}", 0)
+    result = core.transactional_write([_rows(200)], txn_id)
+    assert result.rows == 200
+    assert len(_consume_all(bootstrap, topic, 2, committed=True)) == 200
+    # A write that fails mid-way aborts: its rows are never read committed.
+    broken = pa.RecordBatch.from_pydict({"partition": pa.array([0, 7], pa.int32()),
+                                         "value": [b"a", b"b"]})
+    with pytest.raises(OptionError):
+        core.transactional_write([_rows(50), broken], txn_id)
+    assert len(_consume_all(bootstrap, topic, 2, committed=True)) == 200
+
+
+def test_librdkafka_settings_the_fast_path_lacks_leave_it_to_librdkafka(bootstrap, topic_factory):
+    topic = topic_factory(partitions=1)
+    for extra in ({"kafka.acks": "0", "kafka.enable.idempotence": "false"},
+                  {"kafka.sticky.partitioning.linger.ms": "5"},
+                  {"writer": "librdkafka"}):
+        core = writers._RowProducer({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                                     **extra})
+        assert core.fast is None
+        assert core.produce_all([_rows(10)]) == (10, 0)
+    with pytest.raises(OptionError, match="writer"):
+        writers._RowProducer({"kafka.bootstrap.servers": bootstrap, "writer": "jvm"})

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from chronik.spark import sink_log
+from chronik.spark import batch_write, sink_log
 from chronik.spark.offsets import OffsetPlanner, admin_client
 from chronik.spark.options import OptionError, Subscription, kafka_config, option_bool, quiet
 from chronik.spark.schema_options import parse_schema_options, wants_schemas
@@ -93,6 +93,8 @@ class _RowProducer:
             for fmt in schemas.columns:
                 if fmt.column in names:
                     self.encoders[fmt.column] = ColumnEncoder(fmt, schemas, names[fmt.column])
+        # Record batches built from the Arrow columns, or None: one produce() per row.
+        self.fast = batch_write.fast_path(options, {**_PRODUCER_DEFAULTS, **self.kafka})
 
     def producer(self, txn_id: str | None = None) -> Producer:
         conf = {**_PRODUCER_DEFAULTS, **self.kafka}
@@ -103,6 +105,20 @@ class _RowProducer:
 
     def transactional_write(self, batches: list[pa.RecordBatch], txn_id: str) -> WriteResult:
         """All rows of a task in one transaction, committed before the task reports."""
+        fast = batch_write.open_producer(self.fast, txn_id) if self.fast else None
+        if fast is not None:
+            try:
+                try:
+                    rows, _ = batch_write.write(self.fast, fast, batches, self.topic,
+                                                self.encoders)
+                    fast.end_transaction(commit=True)
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        fast.end_transaction(commit=False)
+                    raise
+            finally:
+                fast.close()
+            return WriteResult(rows, 0)
         producer = self.producer(txn_id)
         producer.init_transactions(60)
         producer.begin_transaction()
@@ -125,6 +141,13 @@ class _RowProducer:
     ) -> tuple[int, int]:
         """Produce every row; with a marker, tag each row with its identity, and leave out
         as many copies of a row as `skip` counts for its digest."""
+        fast = batch_write.open_producer(self.fast) if self.fast and producer is None else None
+        if fast is not None:
+            try:
+                return batch_write.write(self.fast, fast, batches, self.topic, self.encoders,
+                                         marker, skip)
+            finally:
+                fast.close()
         skip = Counter(skip or ())
         producer = producer or self.producer()
         errors: list = []
