@@ -97,8 +97,12 @@ class ReplicatedChronik(ClusterChronik):
 
 
 class ReplicatedCluster(Setup):
-    def __init__(self) -> None:
+    """The cluster, its brokers run from ``src`` (another checkout's, to compare two
+    revisions in one run) or from this checkout's."""
+
+    def __init__(self, src: Path | None = None) -> None:
         super().__init__("cluster")
+        self.src = src
 
     def start(self) -> None:
         from chronik.cluster.zookeeper_process import ZooKeeperProcess
@@ -106,7 +110,7 @@ class ReplicatedCluster(Setup):
         self.zookeeper = ZooKeeperProcess(self.workdir / "zookeeper", free_port()).start()
         chroot = f"{self.zookeeper.connect}/bench-{uuid.uuid4().hex[:8]}"
         self.brokers = [
-            ReplicatedChronik(n, chroot, self.workdir / f"broker-{n}")
+            ReplicatedChronik(n, chroot, self.workdir / f"broker-{n}", self.src)
             for n in range(1, CLUSTER_SIZE + 1)
         ]
         for broker in self.brokers:
