@@ -78,7 +78,8 @@ class CpuMeter:
         self.before = [b.cpu_seconds() for b in self.cluster.brokers]
 
     def stop(self) -> None:
-        self.cpu = [b.cpu_seconds() - s for b, s in zip(self.cluster.brokers, self.before)]
+        brokers = self.cluster.brokers
+        self.cpu = [b.cpu_seconds() - s for b, s in zip(brokers, self.before, strict=True)]
         for spy in self.spies:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)

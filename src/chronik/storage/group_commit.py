@@ -24,6 +24,7 @@ waiting, and every later one, gets KafkaStorageError instead of an acknowledgeme
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import time
 from collections.abc import Callable
@@ -98,10 +99,9 @@ class GroupCommitter:
         started = time.perf_counter()
 
         def done(job: Future[None]) -> None:  # on the worker thread
-            try:
+            # A closed loop (RuntimeError) has nobody waiting any more.
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._completed, log, state, seq, job, started)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
 
         try:
             self._pool().submit(_fdatasync, segment).add_done_callback(done)
