@@ -7,7 +7,7 @@ import threading
 from test_storage_support import append, client_batch, open_log, small_config
 
 from chronik.storage.errors import KafkaStorageError
-from chronik.storage.group_commit import MAX_IN_FLIGHT, GroupCommitter
+from chronik.storage.group_commit import MAX_IN_FLIGHT, OVERLAP_COVERS, GroupCommitter
 
 
 class CountingSegmentFlush:
@@ -80,6 +80,32 @@ def test_fsyncs_in_flight_are_bounded(tmp_path):
     asyncio.run(scenario())
     assert not log.dirty
     assert counter.calls == MAX_IN_FLIGHT + 1
+
+
+def test_appends_faster_than_fsyncs_share_them(tmp_path):
+    """Once an fsync covers more than OVERLAP_COVERS callers, the next callers queue for
+    the fsync started when it completes rather than each starting one."""
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**7))
+    counter = CountingSegmentFlush(log)
+    counter.patch()
+    committer = GroupCommitter()
+
+    async def scenario():
+        append(log, client_batch(1))
+        busy = [asyncio.create_task(committer.sync(log)) for _ in range(OVERLAP_COVERS + 1)]
+        await asyncio.sleep(0.05)
+        later = []
+        for _ in range(5):
+            append(log, client_batch(1))
+            later.append(asyncio.create_task(committer.sync(log)))
+            await asyncio.sleep(0.01)
+        assert counter.calls == 1  # no fsync beside the busy one
+        counter.gate.set()
+        await asyncio.gather(*busy, *later)
+
+    asyncio.run(scenario())
+    assert not log.dirty
+    assert counter.calls == 2  # the five later callers shared the second
 
 
 def test_an_append_does_not_wait_for_an_fsync_started_before_it(tmp_path):

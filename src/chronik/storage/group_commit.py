@@ -5,8 +5,11 @@ numbered (PartitionLog.append_seq); an fsync started when the counter read N mak
 everything up to N durable. A caller whose append no fsync in flight covers starts one at
 once, beside those in flight (up to MAX_IN_FLIGHT per log; Linux lets fdatasyncs of one
 file overlap, and the file system's journal commits them together), so an
-acknowledgement costs one fsync, not the rest of an earlier one and then its own. Beyond
-that many, callers queue and share the next fsync started when one completes. The
+acknowledgement costs one fsync, not the rest of an earlier one and then its own. That
+holds while appends are sparse (the latest fsync covers at most OVERLAP_COVERS
+callers); once they come faster than fsyncs, callers queue and share the next fsync
+started when one completes, as many per fsync as arrived meanwhile, so the fsyncs per
+second stay those of the disk, not of the requests. The
 fsyncs run on the committer's worker threads so the event loop keeps serving; a
 completion resolves its waiters in one event-loop turn (no task per fsync, none per
 waiter).
@@ -36,6 +39,9 @@ from chronik.storage.segment import LogSegment
 
 # fsyncs of one log in flight at once; past this, waiters share the next one.
 MAX_IN_FLIGHT = 4
+# An fsync is started beside those in flight only while the latest one covered at most
+# this many callers: appends that come faster than that share fsyncs instead.
+OVERLAP_COVERS = 2
 # Worker threads for fsyncs: they wait on the disk, not the CPU.
 FSYNC_THREADS = 8
 
@@ -43,13 +49,19 @@ FSYNC_THREADS = 8
 class _LogSyncs:
     """One log's fsyncs in flight and the callers waiting for them."""
 
-    __slots__ = ("in_flight", "started_seq", "waiters")
+    __slots__ = ("in_flight", "started_seq", "covered", "waiters")
 
     def __init__(self) -> None:
         self.in_flight = 0
         self.started_seq = -1  # the append_seq the latest fsync started covers
+        self.covered = 0  # callers the latest fsync covers
         # (append_seq to reach, future), in the order the appends were made.
         self.waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def may_start(self) -> bool:
+        return self.in_flight == 0 or (
+            self.in_flight < MAX_IN_FLIGHT and self.covered <= OVERLAP_COVERS
+        )
 
 
 class GroupCommitter:
@@ -79,7 +91,9 @@ class GroupCommitter:
             state = self._logs[key] = _LogSyncs()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         state.waiters.append((target, fut))
-        if state.started_seq < target and state.in_flight < MAX_IN_FLIGHT:
+        if state.started_seq >= target:
+            state.covered += 1  # the latest fsync covers this caller too
+        elif state.may_start():
             self._start(log, state)
         return fut
 
@@ -92,6 +106,12 @@ class GroupCommitter:
 
     def _start(self, log: PartitionLog, state: _LogSyncs) -> None:
         seq, segment = log.sync_target()
+        covered = 0
+        for target, _ in reversed(state.waiters):
+            if target <= state.started_seq:
+                break
+            covered += 1
+        state.covered = covered
         state.started_seq = seq
         state.in_flight += 1
         self.fsyncs += 1
@@ -153,7 +173,7 @@ class GroupCommitter:
                 done += 1
             if done:
                 del waiters[:done]
-            if waiters and state.started_seq < waiters[-1][0] and state.in_flight < MAX_IN_FLIGHT:
+            if waiters and state.started_seq < waiters[-1][0] and state.may_start():
                 self._start(log, state)
         if not waiters and not state.in_flight:
             self._logs.pop(id(log), None)
