@@ -9,7 +9,10 @@ broker 1 alone. The same acks=all load (producer_load.py, Kafka's default 16 KB
 batches) runs against each; each broker's CPU time (/proc, user + system) over the
 measured part, divided by the records produced, is its CPU per record: broker 1's is
 the leader's, brokers 2 and 3 the followers'. With ``--py-spy`` each broker is sampled
-during the RF=3 load and its busiest functions printed. With ``--src`` (repeatable)
+during the RF=3 load and its busiest functions printed. Then, with no load, one
+producer at a fixed rate (``--latency-rate``, linger.ms 0, acks=all) times each record
+on each topic: the p50 RF=3 adds over RF=1 is what replication adds to an
+acknowledgement when nothing queues. With ``--src`` (repeatable)
 each source tree gets its own cluster, started one after the other and measured in
 alternating rounds (``--rounds``), so two revisions compare in one run.
 """
@@ -37,6 +40,7 @@ from brokers import REPO  # noqa: E402
 from producer_load import LoadSettings, run_load  # noqa: E402
 from profile_broker import top  # noqa: E402
 from replication_bench import ReplicatedCluster  # noqa: E402
+from workloads import produce_latency  # noqa: E402
 
 
 def create_led_by_one(bootstrap: str, name: str, partitions: int, replicas: list[int]) -> None:
@@ -105,6 +109,16 @@ def one_row(cluster: ReplicatedCluster, rf: int, args: argparse.Namespace,
     }
 
 
+def latency_row(cluster: ReplicatedCluster, rf: int, args: argparse.Namespace) -> dict[str, float]:
+    topic = f"profile-repl-latency-rf{rf}-{uuid.uuid4().hex[:6]}"
+    create_led_by_one(cluster.bootstrap, topic, 1, [1, 2, 3][:rf])
+    result = produce_latency(
+        cluster.bootstrap, topic, acks="all", record_size=args.record_size,
+        rate=args.latency_rate, seconds=args.latency_seconds, warmup_records=200,
+    )
+    return {"p50_ms": result.p50_ms, "p99_ms": result.p99_ms}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=6.0)
@@ -113,17 +127,20 @@ def main() -> int:
     parser.add_argument("--record-size", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--py-spy", action="store_true")
+    parser.add_argument("--latency-rate", type=int, default=500, help="records/s, no load")
+    parser.add_argument("--latency-seconds", type=float, default=4.0, help="0: no latency rows")
     parser.add_argument("--src", type=Path, action="append",
                         help="a source tree to run the brokers from (default: this one's)")
     parser.add_argument("--quick", action="store_true", help="2 s per row, one round")
     args = parser.parse_args()
     if args.quick:
-        args.seconds, args.rounds = 2.0, 1
+        args.seconds, args.rounds, args.latency_seconds = 2.0, 1, 1.0
     sources = args.src or [REPO / "src"]
     out = Path(tempfile.mkdtemp(prefix="chronik-profile-repl-"))
     print(f"load {os.getloadavg()}", flush=True)
     clusters: list[ReplicatedCluster] = []
     rows: dict[tuple[int, int], list[dict[str, float]]] = {}
+    latencies: dict[tuple[int, int], list[dict[str, float]]] = {}
     try:
         for src in sources:
             cluster = ReplicatedCluster(src)
@@ -141,6 +158,13 @@ def main() -> int:
                     print(f"round {rnd} src{i} RF={rf}: {row['records_per_s']:,.0f} rec/s, "
                           f"leader {row['leader_us']:.1f} us/rec, follower "
                           f"{row['follower_us']:.1f} us/rec", flush=True)
+                if args.latency_seconds > 0:
+                    for rf in (1, 3):
+                        lat = latency_row(cluster, rf, args)
+                        latencies.setdefault((i, rf), []).append(lat)
+                        print(f"round {rnd} src{i} RF={rf} alone @ {args.latency_rate}/s: "
+                              f"p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms",
+                              flush=True)
     finally:
         for cluster in clusters:
             cluster.stop()
@@ -157,6 +181,11 @@ def main() -> int:
               f"  RF1 {med(one, 'records_per_s'):,.0f}/s  RF3 {med(three, 'records_per_s'):,.0f}/s"
               f"  leader us/rec RF1 {med(one, 'leader_us'):.1f} RF3 {med(three, 'leader_us'):.1f}"
               f"  follower us/rec {med(three, 'follower_us'):.1f}")
+        l1, l3 = latencies.get((i, 1), []), latencies.get((i, 3), [])
+        if l1 and l3:
+            print(f"      alone: p50 RF1 {med(l1, 'p50_ms'):.2f} ms, RF3 {med(l3, 'p50_ms'):.2f} ms"
+                  f" (+{med(l3, 'p50_ms') - med(l1, 'p50_ms'):.2f}); p99 RF1 "
+                  f"{med(l1, 'p99_ms'):.2f}, RF3 {med(l3, 'p99_ms'):.2f}")
         if args.py_spy:
             for n in (1, 2, 3):
                 path = out / f"src{i}" / f"broker-{n}.txt"
