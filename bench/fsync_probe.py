@@ -6,7 +6,10 @@ Appends 1,100-byte writes to a file in DIR (default: a temporary directory under
 bench/results, the disk the benches' brokers write to) and times fdatasync two ways:
 one after another (each append then its fdatasync, alone), and at a fixed append rate
 with each append's fdatasync started on a thread at once, beside those still in flight
-(what chronik's group commit does while appends are sparse). Prints p50/p90/p99 in ms.
+(what chronik's group commit does while appends are sparse). Then how long the appends'
+own write() calls block while fsyncs run (the broker writes on its event loop, so a
+blocked write holds every request): 16 KB appends every 0.3 ms, fsyncs kept in flight
+one at a time (the old group commit) against up to four at once. Prints percentiles.
 """
 
 from __future__ import annotations
@@ -72,6 +75,38 @@ def overlapping(fd: int, rate: int, seconds: float) -> list[float]:
     return out
 
 
+def writes_beside_fsyncs(fd: int, in_flight: int, count: int) -> str:
+    """write() latency of 16 KB appends while fdatasyncs run, ``in_flight`` at most."""
+    data = b"x" * 16384
+    lock = threading.Lock()
+    running = [0]
+    fsyncs = 0
+    blocked: list[float] = []
+
+    def sync() -> None:
+        os.fdatasync(fd)
+        with lock:
+            running[0] -= 1
+
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(count):
+            started = time.perf_counter()
+            os.write(fd, data)
+            blocked.append(time.perf_counter() - started)
+            with lock:
+                start = running[0] < in_flight
+                if start:
+                    running[0] += 1
+            if start:
+                fsyncs += 1
+                pool.submit(sync)
+            time.sleep(0.0003)
+    s = sorted(blocked)
+    return (f"write() p50 {s[len(s) // 2] * 1e6:.0f} us, p99 "
+            f"{s[int(len(s) * 0.99)] * 1e6:.0f} us, mean {sum(s) / len(s) * 1e6:.0f} us "
+            f"({fsyncs} fsyncs)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, help="where to write (default: under bench/results)")
@@ -92,6 +127,10 @@ def main() -> int:
             print(f"fdatasync, one at a time:        {percentiles(one_at_a_time(fd, count))}")
             print(f"fdatasync per append @ {args.rate}/s: "
                   f"{percentiles(overlapping(fd, args.rate, args.seconds))}")
+            writes = max(int(args.seconds * 1000), 200)
+            for in_flight in (1, 4, 1, 4):
+                print(f"appends beside fsyncs, {in_flight} in flight: "
+                      f"{writes_beside_fsyncs(fd, in_flight, writes)}")
         finally:
             os.close(fd)
     finally:
