@@ -41,7 +41,7 @@ from chronik.storage.segment import LogSegment
 MAX_IN_FLIGHT = 4
 # An fsync is started beside those in flight only while the latest one covered at most
 # this many callers: appends that come faster than that share fsyncs instead.
-OVERLAP_COVERS = 2
+OVERLAP_COVERS = 1
 # Worker threads for fsyncs: they wait on the disk, not the CPU.
 FSYNC_THREADS = 8
 
