@@ -11,7 +11,7 @@ is two steps, because Produce releases its connection between them:
    (a failed write is undone by the log before it raises), then what follows every
    append: the replication layer told (an ISR of one moves the high watermark) and the
    fetches waiting on the log woken; client bytes counted for metrics.
-2. ``durable``: the group commit (one fsync shared by every waiter,
+2. ``durable``: the group commit (fsyncs shared by the waiters,
    chronik.storage.group_commit) and, in a cluster, the wait until every in-sync replica
    has the records (the high watermark passes them).
 
