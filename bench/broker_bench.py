@@ -310,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="run everything N times, report each row's best"
     )
+    parser.add_argument(
+        "--only", help="run only the rows whose id contains this (e.g. latency-1p-acks-all)"
+    )
     args = parser.parse_args(argv)
 
     settings = QUICK if args.quick else Settings()
@@ -349,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
 
         for run in range(args.repeat):
             steps, topics = plan(settings, run)
+            if args.only:
+                steps = [(row_id, step) for row_id, step in steps if args.only in row_id]
             for index, (row_id, step) in enumerate(steps):
                 # Alternate which broker goes first so drifting machine load hits both alike.
                 order = list(brokers.items())

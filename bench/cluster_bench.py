@@ -74,8 +74,10 @@ QUICK = Settings(producers=3, seconds=1.5, warmup_records=2_000)
 class ClusterChronik(Chronik):
     """One broker of the cluster: `chronik serve` with zookeeper.connect and broker.id."""
 
-    def __init__(self, node_id: int, zookeeper: str, workdir: Path) -> None:
-        super().__init__()
+    def __init__(
+        self, node_id: int, zookeeper: str, workdir: Path, src: Path | None = None
+    ) -> None:
+        super().__init__(src=src) if src is not None else super().__init__()
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,13 @@ with SIGKILL while a producer sends one record at a time to that partition; the 
 is the time from the kill to the first acknowledgement, which now comes from the new
 leader. The victim is restarted and rejoins the ISR before the next kill. Prints a
 table and writes JSON to bench/results/.
+
+    python bench/replication_bench.py --baseline ../main --rounds 3
+
+compares two revisions in one run: a second cluster runs from another checkout's src/,
+both stay up, and the rows alternate between them round by round (the order flipped each
+round, so drifting machine load hits both alike); each figure is the median of its
+rounds, with chronik/baseline ratios. The failover part runs on this checkout's cluster.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -97,8 +105,12 @@ class ReplicatedChronik(ClusterChronik):
 
 
 class ReplicatedCluster(Setup):
-    def __init__(self) -> None:
+    """The cluster, its brokers run from ``src`` (another checkout's, to compare two
+    revisions in one run) or from this checkout's."""
+
+    def __init__(self, src: Path | None = None) -> None:
         super().__init__("cluster")
+        self.src = src
 
     def start(self) -> None:
         from chronik.cluster.zookeeper_process import ZooKeeperProcess
@@ -106,7 +118,7 @@ class ReplicatedCluster(Setup):
         self.zookeeper = ZooKeeperProcess(self.workdir / "zookeeper", free_port()).start()
         chroot = f"{self.zookeeper.connect}/bench-{uuid.uuid4().hex[:8]}"
         self.brokers = [
-            ReplicatedChronik(n, chroot, self.workdir / f"broker-{n}")
+            ReplicatedChronik(n, chroot, self.workdir / f"broker-{n}", self.src)
             for n in range(1, CLUSTER_SIZE + 1)
         ]
         for broker in self.brokers:
@@ -237,25 +249,66 @@ def failovers(cluster: ReplicatedCluster, settings: Settings) -> dict[str, objec
     return {"median_s": statistics.median(times), "runs": runs}
 
 
-def render(results: dict[str, dict], ratios: dict[str, float | None], failover: dict) -> str:
+KEYS = ("records_per_s", "latency_p50_ms", "latency_p99_ms")
+
+
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds' rows as one: each figure the median of the rounds without an error."""
+    good = [r for r in rows if "error" not in r]
+    if not good:
+        return rows[-1] if rows else {"error": "not run"}
+    merged = dict(good[-1])
+    for key in (*KEYS, "mb_per_s", "client_cores"):
+        if key in good[0]:
+            merged[key] = statistics.median(float(r[key]) for r in good)
+    merged["rounds"] = [{k: r.get(k) for k in (*KEYS, "error") if k in r} for r in rows]
+    return merged
+
+
+def rf_ratios(results: dict[str, dict]) -> dict[str, float | None]:
+    def ratio(key: str) -> float | None:
+        one, three = results.get("rf-1", {}).get(key), results.get("rf-3", {}).get(key)
+        return float(three) / float(one) if one and three else None
+
+    return {k: ratio(k) for k in KEYS}
+
+
+def render(results: dict[str, dict], ratios: dict[str, float | None], failover: dict,
+           baseline: dict[str, Any] | None = None) -> str:
     lines = ["acks=all, 12 partitions, 3 brokers   RF=1          RF=3          RF3/RF1"]
-    for key, label, fmt in (
-        ("records_per_s", "records/s", "{:,.0f}"),
-        ("latency_p50_ms", "latency p50 ms", "{:.2f}"),
-        ("latency_p99_ms", "latency p99 ms", "{:.2f}"),
-    ):
-        cells = []
-        for rf in FACTORS:
-            row = results.get(f"rf-{rf}", {})
-            cells.append(fmt.format(row[key]) if key in row else "-")
-        ratio = ratios.get(key)
-        lines.append(
-            f"  {label:<35}{cells[0]:>12}  {cells[1]:>12}  "
-            f"{'-' if ratio is None else f'{ratio:.2f}':>8}"
-        )
+    tables = [("", results, ratios)]
+    if baseline is not None:
+        lines[0] = "chronik (this checkout)" + lines[0][len("chronik (this checkout)"):]
+        tables.append(("baseline ", baseline["results"], baseline["ratios_rf3_over_rf1"]))
+    for prefix, rows, rf_ratio in tables:
+        if prefix:
+            lines.append(f"{prefix}({baseline['version'] if baseline else ''})")
+        for key, label, fmt in (
+            ("records_per_s", "records/s", "{:,.0f}"),
+            ("latency_p50_ms", "latency p50 ms", "{:.2f}"),
+            ("latency_p99_ms", "latency p99 ms", "{:.2f}"),
+        ):
+            cells = []
+            for rf in FACTORS:
+                row = rows.get(f"rf-{rf}", {})
+                cells.append(fmt.format(row[key]) if key in row else "-")
+            ratio = rf_ratio.get(key)
+            lines.append(
+                f"  {label:<35}{cells[0]:>12}  {cells[1]:>12}  "
+                f"{'-' if ratio is None else f'{ratio:.2f}':>8}"
+            )
+    if baseline is not None:
+        lines.append("chronik/baseline (throughput: >1 faster; latency: <1 faster)")
+        for key in KEYS:
+            cells = []
+            for rf in FACTORS:
+                ours = results.get(f"rf-{rf}", {}).get(key)
+                theirs = baseline["results"].get(f"rf-{rf}", {}).get(key)
+                cells.append(f"{float(ours) / float(theirs):.2f}" if ours and theirs else "-")
+            lines.append(f"  {key:<35}{cells[0]:>12}  {cells[1]:>12}")
     if "error" in failover:
         lines.append(f"failover: error: {failover['error'].splitlines()[0]}")
-    else:
+    elif "median_s" in failover:
         each = ", ".join(f"{r['kill_to_first_ack_s']:.2f}" for r in failover["runs"])
         lines.append(
             f"failover, kill -9 of a leader to the first ack on the new one: median "
@@ -275,9 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a few seconds per row, one kill")
     parser.add_argument("--seconds", type=float, help="measured produce time per row")
     parser.add_argument("--producers", type=int, help="producer processes")
-    parser.add_argument("--kills", type=int, help="leader kills timed")
+    parser.add_argument("--kills", type=int, help="leader kills timed (0: none)")
     parser.add_argument("--output", type=Path, help="JSON file (default: bench/results/...)")
+    parser.add_argument(
+        "--baseline", type=Path,
+        help="another chronik checkout (its src/ is used) run as a second cluster beside "
+        "this one, rows alternating: a change measured before and after in one run",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="rows per cluster and factor")
     args = parser.parse_args(argv)
+    if args.baseline is not None and not (args.baseline / "src" / "chronik").is_dir():
+        parser.error(f"--baseline {args.baseline}: no src/chronik there")
 
     settings = QUICK if args.quick else Settings()
     overrides = {"seconds": args.seconds, "producers": args.producers, "kills": args.kills}
@@ -286,34 +347,55 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.time()
     load_at_start = os.getloadavg()
-    cluster = ReplicatedCluster()
-    results: dict[str, dict] = {}
+    clusters = {"chronik": ReplicatedCluster()}
+    if args.baseline is not None:
+        clusters["baseline"] = ReplicatedCluster(args.baseline.resolve() / "src")
+    rounds: dict[str, dict[str, list[dict]]] = {name: {} for name in clusters}
+    failover: dict[str, Any] = {}
     try:
-        cluster.start()
-        print(f"cluster: {cluster.bootstrap}", flush=True)
-        for rf in FACTORS:
-            results[f"rf-{rf}"] = row = measure(cluster, settings, rf)
-            shown = row.get("error") or (
-                f"{row['records_per_s']:,.0f} records/s, p50 {row['latency_p50_ms']:.2f} ms, "
-                f"p99 {row['latency_p99_ms']:.2f} ms"
-            )
-            print(f"  RF={rf}: {shown}", flush=True)
-        failover = failovers(cluster, settings)
+        for name, cluster in clusters.items():
+            cluster.start()
+            print(f"{name} cluster: {cluster.bootstrap}", flush=True)
+        for index in range(max(args.rounds, 1)):
+            order = list(clusters.items())
+            if index % 2:
+                order.reverse()
+            for name, cluster in order:
+                for rf in FACTORS:
+                    row = measure(cluster, settings, rf)
+                    rounds[name].setdefault(f"rf-{rf}", []).append(row)
+                    shown = row.get("error") or (
+                        f"{row['records_per_s']:,.0f} records/s, p50 "
+                        f"{row['latency_p50_ms']:.2f} ms, p99 {row['latency_p99_ms']:.2f} ms"
+                    )
+                    print(f"  round {index} {name:<8} RF={rf}: {shown}", flush=True)
+        if settings.kills > 0:
+            failover = failovers(clusters["chronik"], settings)
     finally:
-        cluster.stop()
+        for cluster in clusters.values():
+            cluster.stop()
     load_at_end = os.getloadavg()
 
-    def ratio(key: str) -> float | None:
-        one, three = results.get("rf-1", {}).get(key), results.get("rf-3", {}).get(key)
-        return float(three) / float(one) if one and three else None
-
-    ratios = {k: ratio(k) for k in ("records_per_s", "latency_p50_ms", "latency_p99_ms")}
+    merged = {
+        name: {key: median_row(rows) for key, rows in by_rf.items()}
+        for name, by_rf in rounds.items()
+    }
+    results = merged["chronik"]
+    ratios = rf_ratios(results)
+    baseline = None
+    if "baseline" in merged:
+        baseline = {
+            "version": chronik_revision(args.baseline),
+            "results": merged["baseline"],
+            "ratios_rf3_over_rf1": rf_ratios(merged["baseline"]),
+        }
     report = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "mode": "quick" if args.quick else "full",
         "settings": asdict(settings),
         "broker_settings": BROKER_SETTINGS,
         "cluster_size": CLUSTER_SIZE,
+        "rounds": args.rounds,
         "version": chronik_revision(),
         "machine": {
             **machine(),
@@ -324,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratios_rf3_over_rf1": ratios,
         "failover": failover,
     }
+    if baseline is not None:
+        report["baseline"] = baseline
     output = args.output or RESULTS_DIR / time.strftime(
         f"replication-bench-%Y%m%d-%H%M%S{'-quick' if args.quick else ''}.json",
         time.gmtime(started),
@@ -332,9 +416,11 @@ def main(argv: list[str] | None = None) -> int:
     output.write_text(json.dumps(report, indent=2) + "\n")
 
     print()
-    print(render(results, ratios, failover))
+    print(render(results, ratios, failover, baseline))
     print(f"JSON: {output}")
-    failed = "error" in failover or any("error" in r for r in results.values())
+    failed = "error" in failover or any(
+        "error" in r for by_rf in merged.values() for r in by_rf.values()
+    )
     return 1 if failed else 0
 
 

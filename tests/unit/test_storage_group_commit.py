@@ -6,7 +6,8 @@ import threading
 
 from test_storage_support import append, client_batch, open_log, small_config
 
-from chronik.storage.group_commit import GroupCommitter
+from chronik.storage.errors import KafkaStorageError
+from chronik.storage.group_commit import MAX_IN_FLIGHT, OVERLAP_COVERS, GroupCommitter
 
 
 class CountingSegmentFlush:
@@ -55,6 +56,116 @@ def test_concurrent_syncs_share_fsyncs(tmp_path):
     assert not log.dirty
     assert counter.calls == 2  # one for the first append, one shared by all 50 others
     assert committer.fsyncs == 2
+
+
+def test_fsyncs_in_flight_are_bounded(tmp_path):
+    """Each append made while the fsyncs in flight do not cover it starts one, up to
+    MAX_IN_FLIGHT; the appends after those share the next."""
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**7))
+    counter = CountingSegmentFlush(log)
+    counter.patch()
+    committer = GroupCommitter()
+
+    async def scenario():
+        waiters = []
+        for _ in range(20):
+            append(log, client_batch(1))
+            waiters.append(asyncio.create_task(committer.sync(log)))
+            await asyncio.sleep(0.01)  # the task has asked for its fsync
+        assert not any(w.done() for w in waiters)
+        assert counter.calls == MAX_IN_FLIGHT
+        counter.gate.set()
+        await asyncio.gather(*waiters)
+
+    asyncio.run(scenario())
+    assert not log.dirty
+    assert counter.calls == MAX_IN_FLIGHT + 1
+
+
+def test_appends_faster_than_fsyncs_share_them(tmp_path):
+    """Once an fsync covers more than OVERLAP_COVERS callers, the next callers queue for
+    the fsync started when it completes rather than each starting one."""
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**7))
+    counter = CountingSegmentFlush(log)
+    counter.patch()
+    committer = GroupCommitter()
+
+    async def scenario():
+        append(log, client_batch(1))
+        busy = [asyncio.create_task(committer.sync(log)) for _ in range(OVERLAP_COVERS + 1)]
+        await asyncio.sleep(0.05)
+        later = []
+        for _ in range(5):
+            append(log, client_batch(1))
+            later.append(asyncio.create_task(committer.sync(log)))
+            await asyncio.sleep(0.01)
+        assert counter.calls == 1  # no fsync beside the busy one
+        counter.gate.set()
+        await asyncio.gather(*busy, *later)
+
+    asyncio.run(scenario())
+    assert not log.dirty
+    assert counter.calls == 2  # the five later callers shared the second
+
+
+def test_an_append_does_not_wait_for_an_fsync_started_before_it(tmp_path):
+    """An fsync in flight covers only what was appended before it began: a later append
+    starts its own at once rather than waiting for that one to end first."""
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**7))
+    gates = [threading.Event(), threading.Event()]
+    calls = []
+    original = log.active.flush
+
+    def flush():
+        gate = gates[min(len(calls), 1)]
+        calls.append(gate)
+        gate.wait(5)
+        original()
+
+    log.active.flush = flush
+    committer = GroupCommitter()
+
+    async def scenario():
+        append(log, client_batch(1))
+        first = asyncio.create_task(committer.sync(log))
+        await asyncio.sleep(0.05)
+        append(log, client_batch(1))
+        second = asyncio.create_task(committer.sync(log))
+        gates[1].set()  # the second fsync completes, the first is still held
+        await asyncio.wait_for(second, 5)
+        # The second fsync began after the first append too: both are durable.
+        assert first.done() or log.durable_seq >= 2
+        gates[0].set()
+        await first
+
+    asyncio.run(scenario())
+    assert len(calls) == 2
+    assert not log.dirty
+
+
+def test_a_failed_fsync_fails_every_waiter(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**7))
+
+    def flush():
+        raise OSError(5, "Input/output error")
+
+    log.active.flush = flush
+    committer = GroupCommitter()
+
+    async def scenario():
+        append(log, client_batch(1))
+        waiters = [asyncio.create_task(committer.sync(log)) for _ in range(3)]
+        results = await asyncio.gather(*waiters, return_exceptions=True)
+        assert all(isinstance(r, KafkaStorageError) for r in results)
+        append_failed = False
+        try:
+            append(log, client_batch(1))
+        except KafkaStorageError:
+            append_failed = True
+        assert append_failed  # offline: no more writes
+
+    asyncio.run(scenario())
+    assert log.offline is not None
 
 
 def test_sync_returns_at_once_when_nothing_is_pending(tmp_path):

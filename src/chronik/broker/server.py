@@ -160,7 +160,9 @@ class Broker:
         self._listener: Listener | None = None
         self._bound: list[Bound] = []
         self._connections: set[Connection] = set()
+        # Fetches waiting on a log (by id), consumers' and followers' apart.
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
+        self._replica_waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._compaction: CompactionJob | None = None  # the pass on a worker thread, if any
         self._stopping = False
@@ -487,9 +489,16 @@ class Broker:
     async def _hw_checkpoint_loop(self) -> None:
         """Kafka's replication-offset-checkpoint: each replicated log's high watermark,
         so a restarted broker serves consumers what they could see before."""
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.config.hw_checkpoint_interval_ms / 1000)
-            self._write_hw_checkpoint()
+            # Taken on the loop, written (two fsyncs) on a worker thread: the loop, and
+            # every acknowledgement waiting on it, does not stall on the disk.
+            rows = self.catalog.hw_checkpoint_rows()
+            try:
+                await loop.run_in_executor(None, self.catalog.write_hw_checkpoint, rows)
+            except OSError as exc:
+                log.warning("high watermark checkpoint not written: %s", exc)
 
     def _write_hw_checkpoint(self) -> None:
         try:
@@ -530,34 +539,51 @@ class Broker:
 
     # -- long poll ---------------------------------------------------------------
 
-    def wake_fetches(self, partition_log: object) -> None:
+    def wake_fetches(self, partition_log: object, followers: bool = True) -> None:
+        """Wake the fetches waiting on ``partition_log``: on an append every one; when only
+        its high watermark moved (``followers`` False) consumers' alone. A follower reads
+        to the log end, so a moved high watermark gives it nothing to take: woken, it
+        would answer empty and ask again, a fetch round per follower per acknowledgement
+        (Kafka's DelayedFetch of a follower completes on new bytes only)."""
         if self.registry is not None:
             self.registry.log_grew(partition_log)
-        waiters = self._waiters.pop(id(partition_log), None)
+        key = id(partition_log)
+        waiters = self._waiters.pop(key, None)
         if waiters:
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
+        if followers:
+            waiters = self._replica_waiters.pop(key, None)
+            if waiters:
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(None)
 
-    async def wait_for_append(self, logs: list[object], timeout: float) -> None:
-        """Return when any of `logs` is appended to, or after `timeout` seconds."""
+    async def wait_for_append(
+        self, logs: list[object], timeout: float, replica: bool = False
+    ) -> None:
+        """Return when any of `logs` is appended to (or, unless ``replica``, its high
+        watermark moves), or after `timeout` seconds."""
         if timeout <= 0:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        table = self._replica_waiters if replica else self._waiters
         keys = [id(partition_log) for partition_log in logs]
         for key in keys:
-            self._waiters.setdefault(key, set()).add(fut)
+            table.setdefault(key, set()).add(fut)
         try:
-            await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                await fut
         except TimeoutError:
             pass
         finally:
             for key in keys:
-                waiters = self._waiters.get(key)
+                waiters = table.get(key)
                 if waiters is not None:
                     waiters.discard(fut)
                     if not waiters:
-                        del self._waiters[key]
+                        del table[key]
 
     def handler_for(self, api_key: int) -> Any:
         return apis.HANDLERS.get(api_key)

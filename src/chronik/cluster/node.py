@@ -98,7 +98,7 @@ class ClusterNode:
         # Given by the server (serve()) before start(): the local logs, the wake-up of
         # fetches waiting on a log, and the coordinators of the internal topics.
         self.catalog: Catalog
-        self.wake_fetches: Callable[[PartitionLog], None] = lambda log: None
+        self.wake_fetches: Callable[..., None] = lambda log, followers=True: None
         self._coordinators: dict[str, PartitionCoordinator] = {}
         self._on_topic_deleted: Callable[[str], None] | None = None
         # The base URL of this broker's schema registry, registered with its endpoints.
@@ -156,7 +156,7 @@ class ClusterNode:
     def serve(
         self,
         catalog: Catalog,
-        wake_fetches: Callable[[PartitionLog], None],
+        wake_fetches: Callable[..., None],
         offsets: PartitionCoordinator | None,
         transactions: PartitionCoordinator | None,
         on_topic_deleted: Callable[[str], None] | None = None,

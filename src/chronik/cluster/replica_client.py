@@ -24,6 +24,7 @@ import logging
 import ssl
 import struct
 import time
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_payload_module, load_response_schema
@@ -55,8 +56,16 @@ class AuthenticationRefused(BrokerUnreachable):
     """The other broker refused this one's SASL credentials (or the exchange failed)."""
 
 
+# Cached: kio finds a schema module by importing it by name, a module lookup per call
+# that a follower's fetch loop would otherwise make every round.
+@cache
 def request_module(api_key: int, version: int) -> Any:
     return load_payload_module(api_key, version, EntityType.request)
+
+
+@cache
+def _response_class(api_key: int, version: int) -> Any:
+    return load_response_schema(api_key, version)
 
 
 class BrokerClient:
@@ -167,7 +176,7 @@ class BrokerClient:
         )
         if raw:
             return body
-        cls = load_response_schema(entity.__api_key__, entity.__version__)
+        cls = _response_class(entity.__api_key__, entity.__version__)
         response, _ = decode(cls, body, 0)
         return response
 

@@ -474,7 +474,7 @@ class ReplicaManager:
         replica.leader_hw = leader_hw
         if plog.set_high_watermark(min(leader_hw, plog.end_offset)):
             # What this replica may serve grew (its readers of internal topics follow it).
-            self.node.wake_fetches(plog)
+            self.node.wake_fetches(plog, followers=False)
         if plog.start_offset < leader_start <= plog.end_offset:
             with contextlib.suppress(Exception):
                 plog.delete_records(leader_start)
@@ -574,7 +574,8 @@ class ReplicaManager:
             low = min(low, follower.leo if follower is not None else -1)
         if low >= 0 and plog.set_high_watermark(low):
             self._release_waiters(replica)
-            self.node.wake_fetches(plog)
+            # Consumers may read further; followers read to the log end, not to this.
+            self.node.wake_fetches(plog, followers=False)
 
     def _release_waiters(self, replica: Replica) -> None:
         hw = replica.log.high_watermark
@@ -742,7 +743,7 @@ class ReplicaManager:
             replica.waiters.append((offset, fut))
             try:
                 async with asyncio.timeout(timeout):
-                    code = await asyncio.shield(fut)
+                    code = await fut  # this waiter's own: cancelling it touches no other
             except TimeoutError:
                 replica.waiters = [w for w in replica.waiters if w[1] is not fut]
                 return errors.REQUEST_TIMED_OUT, (

@@ -185,14 +185,19 @@ class Catalog:
                 plog.restore_high_watermark(hw)
         self._remove_orphans()
 
-    def write_hw_checkpoint(self) -> None:
-        """Every replicated log's high watermark, in Kafka's checkpoint file."""
-        hw_checkpoint.write(self.data_dir, (
+    def hw_checkpoint_rows(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, high watermark) of every replicated log, as of now."""
+        return [
             (name, p, plog.high_watermark)
             for name, topic in self.topics.items()
             for p, plog in enumerate(topic.partitions)
             if plog is not None and plog.replicated and not plog.closed
-        ))
+        ]
+
+    def write_hw_checkpoint(self, rows: list[tuple[str, int, int]] | None = None) -> None:
+        """Every replicated log's high watermark (``rows``, taken earlier, or now), in
+        Kafka's checkpoint file. Safe on a worker thread given ``rows``."""
+        hw_checkpoint.write(self.data_dir, self.hw_checkpoint_rows() if rows is None else rows)
 
     def _remove_orphans(self) -> None:
         for entry in self.data_dir.iterdir():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,9 +22,19 @@ NAME = "replication-offset-checkpoint"
 VERSION = 0
 
 
+# One writer at a time: the periodic write runs on a worker thread, the last one at
+# shutdown on the event loop, and both go through the same temporary file.
+_WRITING = threading.Lock()
+
+
 def write(data_dir: Path, entries: Iterable[tuple[str, int, int]]) -> None:
     rows = list(entries)
     text = f"{VERSION}\n{len(rows)}\n" + "".join(f"{t} {p} {hw}\n" for t, p, hw in rows)
+    with _WRITING:
+        _replace(data_dir, text)
+
+
+def _replace(data_dir: Path, text: str) -> None:
     path = data_dir / NAME
     tmp = path.with_name(NAME + ".tmp")
     try:

@@ -100,7 +100,7 @@ log = logging.getLogger("chronik.storage")
 DELETE_SUFFIX = "-delete"
 _MAX_NAME = 255
 _MAX_RELATIVE_OFFSET = 2**31 - 1
-_READ_HINTS = 16
+_READ_HINTS = 64
 _EPOCH = struct.Struct(">i")
 _EPOCH_AT = 12  # partitionLeaderEpoch in the batch header
 
@@ -523,9 +523,15 @@ class PartitionLog:
             )
         header = header._replace(base_offset=base)
         try:
-            seg.append(batch, header)
+            position = seg.append(batch, header)
         except OSError as exc:
             raise self._storage_error(exc) from None
+        # Where the batch lies: the followers' and tailing consumers' next fetches start
+        # at it, and find it without an index lookup and a header scan.
+        hints = self._read_hints
+        hints[base] = (seg, position)
+        if len(hints) > _READ_HINTS:
+            hints.popitem(last=False)
         if self._write_failure is not None:
             self._write_failure = None
             log.info("partition %s: writes resumed", self.name)
@@ -962,8 +968,13 @@ class PartitionLog:
             return b""
         if offset < self._start_offset or offset > end:
             raise OffsetOutOfRange(f"offset {offset} is outside [{self._start_offset}, {end}]")
-        hint = self._read_hints.pop(offset, None)
-        if hint is not None and hint[0] in self.segments and hint[1] < hint[0].size:
+        # Kept after use: every follower of the partition fetches the same offsets.
+        hint = self._read_hints.get(offset)
+        if (
+            hint is not None
+            and (hint[0] is self.segments[-1] or hint[0] in self.segments)
+            and hint[1] < hint[0].size
+        ):
             seg, pos = hint
         else:
             found = self._locate(offset)

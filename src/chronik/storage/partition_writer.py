@@ -11,7 +11,7 @@ is two steps, because Produce releases its connection between them:
    (a failed write is undone by the log before it raises), then what follows every
    append: the replication layer told (an ISR of one moves the high watermark) and the
    fetches waiting on the log woken; client bytes counted for metrics.
-2. ``durable``: the group commit (one fsync shared by every waiter,
+2. ``durable``: the group commit (fsyncs shared by the waiters,
    chronik.storage.group_commit) and, in a cluster, the wait until every in-sync replica
    has the records (the high watermark passes them).
 
@@ -33,7 +33,6 @@ it is given to the writer (``attach``) rather than imported.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -156,14 +155,14 @@ class PartitionWriter:
         """acks=all: the fsync (group commit) and, in a cluster, every in-sync replica
         having the records up to ``last_offset``. (0, None) when both hold, else the
         replication's error; a failed fsync raises KafkaStorageError."""
+        synced = self.committer.durable_future(log)  # the fsync starts now, if due
+        if synced is not None:
+            await synced
         if self.replication is None:
-            await self.committer.sync(log)
             return errors.NONE, None
-        _, outcome = await asyncio.gather(
-            self.committer.sync(log),
-            self.replication.wait_replicated(topic, partition, last_offset + 1, timeout),
-        )
-        return outcome
+        # The followers fetched the records the moment they were appended: their
+        # replication went on while the fsync ran.
+        return await self.replication.wait_replicated(topic, partition, last_offset + 1, timeout)
 
     # -- both steps, for writers of one batch at a time ------------------------------
     async def write(

@@ -248,7 +248,7 @@ async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
             or not logs
         ):
             break
-        await broker.wait_for_append(logs, remaining)
+        await broker.wait_for_append(logs, remaining, replica_id >= 0)
     if replica_id >= 0 and broker.cluster is not None:
         broker.cluster.replicas.quotas.leader_sent(read)
     # Sized first without touching the session: a throttled answer leaves it as it was.

@@ -162,13 +162,22 @@ async def handle(
     release()
     if acks == -1 and synced:
         timeout = millis(request.timeout) / 1000
-        outcomes = await asyncio.gather(
-            *(
-                writer.durable(plog, name, index, last, timeout)
-                for plog, _, _, name, index, last in synced
-            ),
-            return_exceptions=True,
-        )
+        outcomes: list[Any]
+        if len(synced) == 1:
+            # No task and no gather for the common case of one partition per request.
+            plog, _, _, name, index, last = synced[0]
+            try:
+                outcomes = [await writer.durable(plog, name, index, last, timeout)]
+            except Exception as exc:
+                outcomes = [exc]
+        else:
+            outcomes = await asyncio.gather(
+                *(
+                    writer.durable(plog, name, index, last, timeout)
+                    for plog, _, _, name, index, last in synced
+                ),
+                return_exceptions=True,
+            )
         for (_, t, i, *_), outcome in zip(synced, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 # The fsync failed (logged once by the partition): not acknowledged.
