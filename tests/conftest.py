@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 # Which tests must share a worker, as the scheduler's groups ("scopes"), decided from the
 # test's path alone: pytest 9.2 no longer lets xdist_group marks reach the scheduler
 # (pytest-dev/pytest-xdist#1386), and the scheduler sees node ids, not fixtures.
-# - tests/spark/: one group, for the one Spark session (a 1 GB JVM) and its broker.
+# - tests/spark/: two groups, each with a Spark session (a 1 GB JVM) and a broker of its
+#   own: the projection tests (their own Spark job too, killed and run again) and the
+#   rest, each several minutes of the Spark JVM's CPU.
 # - each file of tests/integration/: module-scoped clusters and brokers (cluster3, a
 #   module's own fixture), Java programs compiled once per module, and tests that follow
 #   on from the one before in the file, all as in a serial run.
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 # short tests fill the end rather than a long one starting last.
 
 CHAOS_LANES = 2
+SPARK_APART = ("tests/spark/test_projection.py",)
 
 
 def _run_order(item: pytest.Item) -> int:
@@ -79,7 +82,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _scope_of(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             if path.startswith("tests/spark/"):
-                return "spark"
+                return "spark-projection" if path in SPARK_APART else "spark"
             if path.startswith("tests/integration/"):
                 return path
             if path.startswith("tests/chaos/") and path != "tests/chaos/test_checker.py":
