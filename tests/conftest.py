@@ -19,6 +19,82 @@ if TYPE_CHECKING:
 
 
 
+# --- pytest-xdist: `make test` runs the suite in worker processes (-n, --dist loadgroup) --
+#
+# Which tests must share a worker, as the scheduler's groups ("scopes"), decided from the
+# test's path alone: pytest 9.2 no longer lets xdist_group marks reach the scheduler
+# (pytest-dev/pytest-xdist#1386), and the scheduler sees node ids, not fixtures.
+# - tests/spark/: two groups, each with a Spark session (a 1 GB JVM) and a broker of its
+#   own: the projection tests (their own Spark job too, killed and run again) and the
+#   rest, each several minutes of the Spark JVM's CPU.
+# - each file of tests/integration/: module-scoped clusters and brokers (cluster3, a
+#   module's own fixture), Java programs compiled once per module, and tests that follow
+#   on from the one before in the file, all as in a serial run.
+# - the chaos tests that start a cluster: two lanes, taken in turn, so at most two chaos
+#   clusters run at once; their fault timings are set for a loaded machine, not for four
+#   clusters beside everything else.
+# - anything else (unit tests, the chaos checker's): one test at a time, to any worker.
+# ZooKeeper (session-scoped) is per worker; each chaos network claims a slot of its own
+# (chaos.net: namespace names, addresses), every port is asked of the kernel (free_port)
+# and every path is under the worker's basetemp, so nothing else is shared.
+# The slow parts go first (chaos, Spark, then the files with slow tests), so that the
+# short tests fill the end rather than a long one starting last.
+
+CHAOS_LANES = 2
+SPARK_APART = ("tests/spark/test_projection.py",)
+
+
+def _run_order(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith("tests/chaos/") and path != "tests/chaos/test_checker.py":
+        return 0
+    if path.startswith("tests/spark/"):
+        return 1
+    if path.startswith("tests/integration/"):
+        return 2 if item.get_closest_marker("slow") is not None else 3
+    return 4
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_run_order)  # stable: the same order on every worker
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SuiteScheduling(LoadScopeScheduling):
+        """LoadScopeScheduling over the groups above, in collection order."""
+
+        def __init__(self, config: pytest.Config, log: Any) -> None:
+            super().__init__(config, log)
+            self.scopes: dict[str, str] = {}
+
+        def _split_scope(self, nodeid: str) -> str:
+            scope = self.scopes.get(nodeid)
+            if scope is None:
+                scope = self.scopes[nodeid] = self._scope_of(nodeid)
+            return scope
+
+        def _scope_of(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if path.startswith("tests/spark/"):
+                return "spark-projection" if path in SPARK_APART else "spark"
+            if path.startswith("tests/integration/"):
+                return path
+            if path.startswith("tests/chaos/") and path != "tests/chaos/test_checker.py":
+                # In turn, in the order of first sight: the collection's.
+                lanes = sum(1 for s in self.scopes.values() if s.startswith("chaos-lane"))
+                return f"chaos-lane-{lanes % CHAOS_LANES}"
+            return nodeid
+
+    config.option.loadscopereorder = False
+    return SuiteScheduling(config, log)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -33,6 +33,10 @@ DEFAULT_CONFIG: dict[str, str] = {
     "zookeeper.connection.timeout.ms": "10000",
     # Consumers in the tests use short sessions, so a crashed member is noticed quickly.
     "group.min.session.timeout.ms": "1000",
+    # A SIGTERM whose controlled shutdown cannot hand everything on (one-replica topics,
+    # the controller stopping too) tries max.retries (3) times: with Kafka's 5 s backoff
+    # between tries a test that stops brokers spends most of its time in these sleeps.
+    "controlled.shutdown.retry.backoff.ms": "500",
 }
 
 
