@@ -1,6 +1,7 @@
 """Sample chronik's broker with py-spy while the bench's produce and fetch workloads run.
 
     python bench/profile_broker.py [--seconds 8] [--out bench/results/profile]
+        [--only produce-1p-acks-1-16k] [--src ../other-checkout/src]
 
 For each workload it writes py-spy's collapsed stacks (load them in
 speedscope.app or flamegraph.pl for a flame graph) and prints the functions
@@ -82,14 +83,20 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "profile")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    parser.add_argument("--only", help="profile only the workloads whose name contains this")
+    parser.add_argument(
+        "--src", type=Path, help="another checkout's src/ to profile instead of this one's"
+    )
     args = parser.parse_args()
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     args.out.mkdir(parents=True, exist_ok=True)
 
-    broker = Chronik()
+    broker = Chronik(src=args.src.resolve()) if args.src else Chronik()
     broker.start()
     try:
         for name, partitions, acks, batching in WORKLOADS:
+            if args.only and args.only not in name:
+                continue
             topic = f"profile-{name}"
             if name.startswith("consume"):
                 filled = produce(broker.bootstrap, topic, partitions, acks, batching, args.seconds)
