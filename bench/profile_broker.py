@@ -1,7 +1,7 @@
 """Sample chronik's broker with py-spy while the bench's produce and fetch workloads run.
 
     python bench/profile_broker.py [--seconds 8] [--out bench/results/profile]
-        [--only produce-1p-acks-1-16k] [--src ../other-checkout/src]
+        [--only produce-1p-acks-1-16k] [--src ../other-checkout/src] [--lines]
 
 For each workload it writes py-spy's collapsed stacks (load them in
 speedscope.app or flamegraph.pl for a flame graph) and prints the functions
@@ -83,6 +83,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "profile")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    parser.add_argument(
+        "--lines", action="store_true", help="samples by source line, not by function"
+    )
     parser.add_argument("--only", help="profile only the workloads whose name contains this")
     parser.add_argument(
         "--src", type=Path, help="another checkout's src/ to profile instead of this one's"
@@ -116,7 +119,8 @@ def main() -> int:
             collapsed = args.out / f"{name}.txt"
             spy = subprocess.Popen(
                 [py_spy, "record", "--pid", str(broker.proc.pid), "--rate", str(args.rate)]
-                + ["--function", "--format", "raw", "--output", str(collapsed), "--nonblocking"],
+                + ([] if args.lines else ["--function"])
+                + ["--format", "raw", "--output", str(collapsed), "--nonblocking"],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
             )
