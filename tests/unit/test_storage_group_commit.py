@@ -7,7 +7,12 @@ import threading
 from test_storage_support import append, client_batch, open_log, small_config
 
 from chronik.storage.errors import KafkaStorageError
-from chronik.storage.group_commit import MAX_IN_FLIGHT, OVERLAP_COVERS, GroupCommitter
+from chronik.storage.group_commit import (
+    MAX_IN_FLIGHT,
+    OVERLAP_COVERS,
+    OVERLAP_TOTAL,
+    GroupCommitter,
+)
 
 
 class CountingSegmentFlush:
@@ -60,7 +65,8 @@ def test_concurrent_syncs_share_fsyncs(tmp_path):
 
 def test_fsyncs_in_flight_are_bounded(tmp_path):
     """Each append made while the fsyncs in flight do not cover it starts one, up to
-    MAX_IN_FLIGHT; the appends after those share the next."""
+    MAX_IN_FLIGHT per log and OVERLAP_TOTAL on the broker; the appends after those share
+    the next."""
     log = open_log(tmp_path / "t-0", small_config(segment_bytes=10**7))
     counter = CountingSegmentFlush(log)
     counter.patch()
@@ -73,13 +79,48 @@ def test_fsyncs_in_flight_are_bounded(tmp_path):
             waiters.append(asyncio.create_task(committer.sync(log)))
             await asyncio.sleep(0.01)  # the task has asked for its fsync
         assert not any(w.done() for w in waiters)
-        assert counter.calls == MAX_IN_FLIGHT
+        assert counter.calls == min(MAX_IN_FLIGHT, OVERLAP_TOTAL)
         counter.gate.set()
         await asyncio.gather(*waiters)
 
     asyncio.run(scenario())
     assert not log.dirty
-    assert counter.calls == MAX_IN_FLIGHT + 1
+    assert counter.calls == min(MAX_IN_FLIGHT, OVERLAP_TOTAL) + 1
+
+
+def test_no_overlapping_fsync_while_other_logs_keep_the_disk_busy(tmp_path):
+    """With OVERLAP_TOTAL fsyncs in flight across the broker (many partitions taking
+    appends), an append not covered by its log's fsync in flight waits for it and
+    shares the next one instead of starting an fsync per batch."""
+    logs = [
+        open_log(tmp_path / f"t-{i}", small_config(segment_bytes=10**7))
+        for i in range(OVERLAP_TOTAL)
+    ]
+    counters = [CountingSegmentFlush(log) for log in logs]
+    for counter in counters:
+        counter.patch()
+    committer = GroupCommitter()
+
+    async def scenario():
+        first = []
+        for log in logs:
+            append(log, client_batch(1))
+            first.append(asyncio.create_task(committer.sync(log)))
+        await asyncio.sleep(0.05)
+        assert [c.calls for c in counters] == [1] * OVERLAP_TOTAL
+        later = []
+        for _ in range(3):
+            append(logs[0], client_batch(1))
+            later.append(asyncio.create_task(committer.sync(logs[0])))
+            await asyncio.sleep(0.01)
+        assert counters[0].calls == 1  # the broker's fsyncs are busy: no overlap
+        for counter in counters:
+            counter.gate.set()
+        await asyncio.gather(*first, *later)
+
+    asyncio.run(scenario())
+    assert counters[0].calls == 2  # the three later appends shared one fsync
+    assert not any(log.dirty for log in logs)
 
 
 def test_appends_faster_than_fsyncs_share_them(tmp_path):

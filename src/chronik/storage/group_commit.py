@@ -6,8 +6,11 @@ everything up to N durable. A caller whose append no fsync in flight covers star
 once, beside those in flight (up to MAX_IN_FLIGHT per log; Linux lets fdatasyncs of one
 file overlap, and the file system's journal commits them together), so an
 acknowledgement costs one fsync, not the rest of an earlier one and then its own. That
-holds while appends are sparse (the latest fsync covers at most OVERLAP_COVERS
-callers); once they come faster than fsyncs, callers queue and share the next fsync
+holds while appends are sparse: the latest fsync covers at most OVERLAP_COVERS
+callers, and fewer than OVERLAP_TOTAL fsyncs are in flight on the whole broker (with
+many partitions taking appends, a fsync per batch of each would cost more CPU than
+the waits it saves). Once they come faster than fsyncs, callers queue and share the
+next fsync
 started when one completes, as many per fsync as arrived meanwhile, so the fsyncs per
 second stay those of the disk, not of the requests. The
 fsyncs run on the committer's worker threads so the event loop keeps serving; a
@@ -42,6 +45,8 @@ MAX_IN_FLIGHT = 4
 # An fsync is started beside those in flight only while the latest one covered at most
 # this many callers: appends that come faster than that share fsyncs instead.
 OVERLAP_COVERS = 1
+# ... and only while fewer fsyncs than this are in flight on all logs together.
+OVERLAP_TOTAL = 2
 # Worker threads for fsyncs: they wait on the disk, not the CPU.
 FSYNC_THREADS = 8
 
@@ -58,10 +63,6 @@ class _LogSyncs:
         # (append_seq to reach, future), in the order the appends were made.
         self.waiters: list[tuple[int, asyncio.Future[None]]] = []
 
-    def may_start(self) -> bool:
-        return self.in_flight == 0 or (
-            self.in_flight < MAX_IN_FLIGHT and self.covered <= OVERLAP_COVERS
-        )
 
 
 class GroupCommitter:
@@ -69,12 +70,20 @@ class GroupCommitter:
         self._executor = executor
         self._logs: dict[int, _LogSyncs] = {}
         self.fsyncs = 0  # fsyncs issued, for tests and metrics
+        self.in_flight = 0  # fsyncs in flight on all logs
         self.on_fsync: Callable[[float], None] | None = None  # seconds each fsync took
 
     def _pool(self) -> Executor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="chronik-fsync")
         return self._executor
+
+    def _may_start(self, state: _LogSyncs) -> bool:
+        return state.in_flight == 0 or (
+            state.in_flight < MAX_IN_FLIGHT
+            and state.covered <= OVERLAP_COVERS
+            and self.in_flight < OVERLAP_TOTAL
+        )
 
     def durable_future(self, log: PartitionLog) -> asyncio.Future[None] | None:
         """A future done once everything appended to ``log`` so far is on disk (its
@@ -93,7 +102,7 @@ class GroupCommitter:
         state.waiters.append((target, fut))
         if state.started_seq >= target:
             state.covered += 1  # the latest fsync covers this caller too
-        elif state.may_start():
+        elif self._may_start(state):
             self._start(log, state)
         return fut
 
@@ -114,6 +123,7 @@ class GroupCommitter:
         state.covered = covered
         state.started_seq = seq
         state.in_flight += 1
+        self.in_flight += 1
         self.fsyncs += 1
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
@@ -139,6 +149,7 @@ class GroupCommitter:
         self, log: PartitionLog, state: _LogSyncs, seq: int, job: Future[None], started: float
     ) -> None:
         state.in_flight -= 1
+        self.in_flight -= 1
         exc = job.exception()
         if exc is not None:
             if isinstance(exc, OSError):
@@ -173,7 +184,7 @@ class GroupCommitter:
                 done += 1
             if done:
                 del waiters[:done]
-            if waiters and state.started_seq < waiters[-1][0] and state.may_start():
+            if waiters and state.started_seq < waiters[-1][0] and self._may_start(state):
                 self._start(log, state)
         if not waiters and not state.in_flight:
             self._logs.pop(id(log), None)
