@@ -7,7 +7,7 @@
 #               (SIGTERM), start or restart broker N of the running `make cluster`;
 #               start N=4 adds broker 4 on 127.0.0.1:9095; ACTION=status lists them
 # make test:  the whole test suite (unit, integration with real clients, Spark), in
-#             TEST_WORKERS (4) processes
+#             TEST_WORKERS (2) processes
 # make fuzz:  fuzz a live broker for FUZZ_SECONDS (findings in ./fuzz-findings)
 # make chaos: random faults against a 3-broker cluster under the Jepsen-style workloads
 #             for CHAOS_MINUTES in all, split evenly between CHAOS_SEEDS (a fresh cluster
@@ -50,7 +50,7 @@ cluster-broker:
 # Most of the suite's time is waiting (brokers starting, failovers, fault timings), so
 # more workers than cores pays: tests/conftest.py keeps a module's shared cluster, the
 # Spark session and each chaos file on one worker. TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 2
 test: deps
 	$(PY) -m pytest -q --durations=20 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 

@@ -104,13 +104,14 @@ class Timeline:
     def _run(self) -> None:
         zk = self.cluster.zk
         while not self._stop.is_set() and self.deregistered_at is None:
-            now = time.monotonic()
+            # Each observation is timed when it is made: a loaded machine can take a
+            # while over one pass, and the leaders are read before the registration.
             if self.moved_at is None and all(
                 leader(self.cluster, self.topic, p) != self.broker for p in self.led
             ):
-                self.moved_at = now
+                self.moved_at = time.monotonic()
             if zk.exists(f"/brokers/ids/{self.broker}") is None:
-                self.deregistered_at = now
+                self.deregistered_at = time.monotonic()
             time.sleep(0.01)
 
 
