@@ -218,12 +218,16 @@ class FetchConnection:
         return body
 
     def _read_exactly(self, size: int) -> memoryview:
-        buf = bytearray(size)
-        view = memoryview(buf)
-        got = 0
-        while got < size:
-            n = self.sock.recv_into(view[got:])
-            if n == 0:
-                raise ConnectionError("the broker closed the connection")
-            got += n
-        return view
+        return read_exactly(self.sock, size)
+
+
+def read_exactly(sock: socket.socket, size: int) -> memoryview:
+    """``size`` bytes from ``sock`` into one buffer, however the kernel splits them."""
+    view = memoryview(bytearray(size))
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise ConnectionError("the broker closed the connection")
+        got += n
+    return view

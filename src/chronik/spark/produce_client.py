@@ -37,6 +37,7 @@ from kio.schema.errors import ErrorCode as E
 
 from chronik.protocol.compat import decode, encode
 from chronik.spark import fetch_auth
+from chronik.spark.fetch_client import read_exactly
 
 API_VERSIONS = 18
 VERSIONS = {0: 8, 3: 8, 10: 3, 22: 3, 24: 3, 26: 3}  # api key -> the version used
@@ -163,15 +164,7 @@ class Connection:
         return response
 
     def _read_exactly(self, size: int) -> memoryview:
-        buf = bytearray(size)
-        view = memoryview(buf)
-        got = 0
-        while got < size:
-            n = self.sock.recv_into(view[got:])
-            if n == 0:
-                raise ConnectionError("the broker closed the connection")
-            got += n
-        return view
+        return read_exactly(self.sock, size)
 
 
 @dataclass(eq=False)  # identity: a batch is found again by itself, never by its bytes
