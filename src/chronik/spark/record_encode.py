@@ -62,6 +62,23 @@ def _put_varint(out: np.ndarray, pos: int, value: int) -> int:
 
 
 @_inline
+def _put_nullable(
+    out: np.ndarray, pos: int, valid: bool, offsets: np.ndarray, data: np.ndarray, i: int
+) -> int:
+    """Item ``i`` of an Arrow binary column as a record field: varint length and bytes,
+    or varint -1 for null."""
+    if not valid:
+        out[pos] = 1  # varint -1
+        return pos + 1
+    start = offsets[i]
+    length = offsets[i + 1] - start
+    pos = _put_varint(out, pos, length)
+    for j in range(length):
+        out[pos + j] = data[start + j]
+    return pos + length
+
+
+@_inline
 def _field_size(valid: np.ndarray, off: np.ndarray, row: int) -> int:
     if not valid[row]:
         return 1  # varint -1
@@ -134,26 +151,8 @@ def encode_records(
         out[pos] = 0  # attributes
         out[pos + 1] = 0  # timestampDelta 0
         pos = _put_varint(out, pos + 2, i)
-        if kvalid[row]:
-            start = koff[row]
-            length = koff[row + 1] - start
-            pos = _put_varint(out, pos, length)
-            for j in range(length):
-                out[pos + j] = kdata[start + j]
-            pos += length
-        else:
-            out[pos] = 1  # varint -1
-            pos += 1
-        if vvalid[row]:
-            start = voff[row]
-            length = voff[row + 1] - start
-            pos = _put_varint(out, pos, length)
-            for j in range(length):
-                out[pos + j] = vdata[start + j]
-            pos += length
-        else:
-            out[pos] = 1
-            pos += 1
+        pos = _put_nullable(out, pos, kvalid[row], koff, kdata, row)
+        pos = _put_nullable(out, pos, vvalid[row], voff, vdata, row)
         count = hoff[row + 1] - hoff[row] if hvalid[row] else 0
         extra = extra_len[row]
         pos = _put_varint(out, pos, count + (1 if extra >= 0 else 0))
@@ -165,16 +164,7 @@ def encode_records(
                 for j in range(length):
                     out[pos + j] = hkdata[start + j]
                 pos += length
-                if hvvalid[h]:
-                    start = hvoff[h]
-                    length = hvoff[h + 1] - start
-                    pos = _put_varint(out, pos, length)
-                    for j in range(length):
-                        out[pos + j] = hvdata[start + j]
-                    pos += length
-                else:
-                    out[pos] = 1
-                    pos += 1
+                pos = _put_nullable(out, pos, hvvalid[h], hvoff, hvdata, h)
         if extra >= 0:
             pos = _put_varint(out, pos, len(extra_key))
             for j in range(len(extra_key)):
