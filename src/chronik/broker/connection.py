@@ -222,7 +222,8 @@ class Connection:
         previous: Pending | None = None
         self.throttled = Throttle()
         while not self.closing:
-            await self.writable.wait()
+            if not self.writable.is_set():
+                await self.writable.wait()
             delay = self.throttled.remaining()
             if delay > 0:  # throttled by a quota (KIP-219): nothing is read meanwhile
                 await asyncio.sleep(delay)
@@ -257,11 +258,12 @@ class Connection:
                 raise MalformedRequest(f"request size {size} is shorter than a header")
             # The body is read only once the budget has room for it: while it has
             # none, this socket is not read (backpressure, as Kafka's MemoryPool).
-            self.waiting_for_memory = True
-            try:
-                await pool.reserve(size)
-            finally:
-                self.waiting_for_memory = False
+            if not pool.try_reserve(size):
+                self.waiting_for_memory = True
+                try:
+                    await pool.reserve(size)
+                finally:
+                    self.waiting_for_memory = False
             try:
                 data = await self._read_body(size)
                 pending = self._start(data, previous)
@@ -277,8 +279,11 @@ class Connection:
             async with self.queued:
                 self.queue.append(pending)
                 self.queued.notify_all()
-                await self.queued.wait_for(lambda: len(self.queue) < MAX_QUEUED or self.closing)
-            while not self.closing:
+                if len(self.queue) >= MAX_QUEUED:
+                    await self.queued.wait_for(
+                        lambda: len(self.queue) < MAX_QUEUED or self.closing
+                    )
+            while not self.closing and len(self.queue) >= MAX_WORKING:
                 working = [p.released for p in self.queue if not p.released.done()]
                 if len(working) < MAX_WORKING:
                     break
@@ -459,7 +464,8 @@ class Connection:
     async def _respond(self) -> None:
         while True:
             async with self.queued:
-                await self.queued.wait_for(lambda: self.queue or self.closing)
+                if not (self.queue or self.closing):
+                    await self.queued.wait_for(lambda: self.queue or self.closing)
                 if not self.queue:
                     return
                 pending = self.queue[0]
@@ -493,7 +499,7 @@ class Connection:
                 done.task = None
             try:
                 if out:
-                    size = sum(len(part) for part in out)
+                    size = sum(map(len, out))
                     # Held until the transport has taken all but its low-water mark.
                     self.pool.force(size)
                     self.writable.clear()

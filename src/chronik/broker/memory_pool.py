@@ -44,6 +44,14 @@ class MemoryPool:
         self.available -= n
         self._wake()
 
+    def try_reserve(self, n: int) -> bool:
+        """Take ``n`` bytes if that needs no wait (what ``reserve`` would do at once);
+        False, with nothing taken, when the caller must wait in ``reserve``."""
+        if self.unbounded or (self.available > 0 and not self._waiters):
+            self.available -= n
+            return True
+        return False
+
     def force(self, n: int) -> None:
         """Charge bytes that already exist (a response just built)."""
         self.available -= n

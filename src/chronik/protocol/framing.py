@@ -104,4 +104,4 @@ def response_header(correlation_id: int, flexible: bool) -> bytes:
 
 def frame(parts: list[bytes]) -> list[bytes]:
     """Prefix a response's parts with its size."""
-    return [SIZE.pack(sum(len(p) for p in parts)), *parts]
+    return [SIZE.pack(sum(map(len, parts))), *parts]

@@ -77,7 +77,8 @@ def encode_produce_response(
         out.append(_I32.pack(throttle_ms) if throttle_ms else _THROTTLE_ZERO)
     if flexible:
         out.append(b"\x00")
-    return out
+    # One piece: framing and the socket write handle one object, not a dozen.
+    return [b"".join(out)]
 
 
 def _record_errors(record_errors: RecordErrors, flexible: bool) -> list[bytes]:

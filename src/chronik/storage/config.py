@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from chronik.schemas.subject_names import DEFAULT_STRATEGY, STRATEGIES, strategy_name
@@ -346,20 +347,20 @@ class LogConfig:
     value_subject_name_strategy: str = DEFAULT_STRATEGY
     overrides: frozenset[str] = field(default=frozenset(), compare=False)
 
-    @property
+    @cached_property
     def schema_validation(self) -> bool:
         """Keys or values are checked against the schema registry on produce."""
         return self.key_schema_validation or self.value_schema_validation
 
-    @property
+    @cached_property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy.split(",")
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
 
-    @property
+    @cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 

@@ -63,7 +63,8 @@ log = logging.getLogger("chronik.produce")
 async def handle(
     ctx: RequestContext, request: Any, release: Callable[[], None]
 ) -> list[bytes] | None:
-    await ctx.wait_throttled()
+    if ctx.throttled is not None and ctx.throttled.until:
+        await ctx.wait_throttled()
     # Counted as the request is taken up: on a connection Kafka works on one request at a
     # time, so the next one only starts after this one's throttle, as here.
     throttle_ms = _throttle(ctx)
