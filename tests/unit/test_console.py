@@ -186,3 +186,39 @@ def test_kafka_errors_as_http_statuses() -> None:
     assert status_of(40) == 400  # INVALID_CONFIG
     assert status_of(14) == 503  # COORDINATOR_LOAD_IN_PROGRESS, retriable
     assert status_of(5) == 503  # LEADER_NOT_AVAILABLE
+
+
+def test_metadata_is_shared_by_a_principals_sessions_for_a_second() -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from chronik.http.console.kafka import SharedMetadata
+
+    clock = Clock()
+    shared = SharedMetadata()
+    asked: list[str | None] = []
+
+    def session(principal: str | None) -> KafkaSession:
+        k = KafkaSession(("127.0.0.1", 9), None, 1.0, 2, clock=clock, principal=principal,
+                         shared=shared)
+
+        async def send(api: object, node: int = -1, **fields: object) -> object:
+            asked.append(principal)
+            return SimpleNamespace(brokers=(), topics=(), principal=principal)
+
+        k.send = send  # type: ignore[method-assign]
+        return k
+
+    async def scenario() -> None:
+        a1, a2, b = session("User:a"), session("User:a"), session("User:b")
+        first = await a1.metadata()
+        assert await a2.metadata() is first  # the same principal: one request
+        assert (await b.metadata()).principal == "User:b"  # another: its own
+        assert asked == ["User:a", "User:b"]
+        clock.now = 1.5
+        assert await a2.metadata() is not first  # older than a second: asked again
+        a1.forget_metadata()
+        await a2.metadata()
+        assert asked == ["User:a", "User:b", "User:a", "User:a"]
+
+    asyncio.run(scenario())

@@ -109,6 +109,38 @@ def check(code: Any, message: str | None, what: str) -> None:
         raise KafkaError(int(code), message, what)
 
 
+class SharedMetadata:
+    """The last Metadata of every topic per principal, shared by that principal's
+    sessions: the answer depends only on who asks (the console's connections all come
+    from this broker's own address), and with 10,000 partitions one costs the broker
+    tens of milliseconds of its event loop, so several open consoles cost one."""
+
+    MAX_PRINCIPALS = 1024
+
+    def __init__(self) -> None:
+        self._entries: dict[str | None, tuple[float, Any]] = {}
+        self._locks: dict[str | None, asyncio.Lock] = {}
+
+    def lock(self, principal: str | None) -> asyncio.Lock:
+        if len(self._locks) > self.MAX_PRINCIPALS:
+            self._locks = {k: v for k, v in self._locks.items() if v.locked()}
+        return self._locks.setdefault(principal, asyncio.Lock())
+
+    def get(self, principal: str | None, now: float) -> Any:
+        entry = self._entries.get(principal)
+        if entry is None or now - entry[0] >= METADATA_TTL:
+            return None
+        return entry[1]
+
+    def put(self, principal: str | None, at: float, response: Any) -> None:
+        if len(self._entries) > self.MAX_PRINCIPALS:
+            self._entries.clear()
+        self._entries[principal] = (at, response)
+
+    def forget(self, principal: str | None) -> None:
+        self._entries.pop(principal, None)
+
+
 class KafkaSession:
     """One console session's connections, as its principal."""
 
@@ -120,6 +152,8 @@ class KafkaSession:
         max_connections: int,
         client_id: str = "chronik-console",
         clock: Callable[[], float] = time.monotonic,
+        principal: str | None = None,
+        shared: SharedMetadata | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.security = security
@@ -129,8 +163,8 @@ class KafkaSession:
         self._clock = clock
         self._clients: OrderedDict[int, BrokerClient] = OrderedDict()
         self._addresses: dict[int, tuple[str, int]] = {}
-        self._metadata: tuple[float, Any] | None = None
-        self._metadata_lock = asyncio.Lock()
+        self.principal = principal
+        self._shared = shared if shared is not None else SharedMetadata()
         # Figures a page keeps for a while (overview's disk use), by name: (time, value).
         self.cache: dict[str, tuple[float, Any]] = {}
         self.closed = False
@@ -189,17 +223,19 @@ class KafkaSession:
 
     # -- metadata -------------------------------------------------------------------------
     async def metadata(self, fresh: bool = False) -> Any:
-        """Metadata of every topic the principal may describe (cached METADATA_TTL s)."""
-        async with self._metadata_lock:
-            now = self._clock()
-            if not fresh and self._metadata is not None and now - self._metadata[0] < METADATA_TTL:
-                return self._metadata[1]
+        """Metadata of every topic the principal may describe (kept METADATA_TTL s for
+        all of the principal's sessions)."""
+        async with self._shared.lock(self.principal):
+            if not fresh:
+                cached = self._shared.get(self.principal, self._clock())
+                if cached is not None:
+                    return cached
             response = await self.send(
                 METADATA, topics=None, allow_auto_topic_creation=False,
                 include_topic_authorized_operations=False,
             )
             self._learn(response)
-            self._metadata = (self._clock(), response)
+            self._shared.put(self.principal, self._clock(), response)
             return response
 
     async def brokers(self) -> Any:
@@ -251,7 +287,7 @@ class KafkaSession:
             self._addresses[int(broker.node_id)] = (broker.host, int(broker.port))
 
     def forget_metadata(self) -> None:
-        self._metadata = None
+        self._shared.forget(self.principal)
 
     async def node_of_coordinator(self, group: str) -> int:
         nodes = await self.coordinators([group])

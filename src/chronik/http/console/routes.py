@@ -34,7 +34,7 @@ from chronik.http.auth import BasicAuth
 from chronik.http.console import aggregates, groups, messages, overview, schemas, security
 from chronik.http.console import topics as topics_api
 from chronik.http.console.aggregates import EventStore
-from chronik.http.console.kafka import KafkaSession
+from chronik.http.console.kafka import KafkaSession, SharedMetadata
 from chronik.http.console.params import json_body
 from chronik.http.console.sessions import Session, Sessions, clear_cookie, set_cookie
 from chronik.http.console.settings import (
@@ -103,6 +103,7 @@ class Console:
                     f"the console cannot connect to the {self.listener.name} listener: {exc}"
                 ) from None
         self.sessions = Sessions(settings.max_sessions, settings.session_timeout)
+        self._metadata = SharedMetadata()
         # Reads of an unsecured broker by a client without a session (a script).
         self._anonymous: KafkaSession | None = None
 
@@ -111,7 +112,9 @@ class Console:
         if self._anonymous is not None:
             self._anonymous.close()
 
-    def _kafka(self, credentials: Credentials | None, mechanism: str | None) -> KafkaSession:
+    def _kafka(
+        self, credentials: Credentials | None, mechanism: str | None, principal: str | None = None
+    ) -> KafkaSession:
         security = None
         if self.listener.tls or credentials is not None:
             security = ClientSecurity(
@@ -120,7 +123,7 @@ class Console:
             )
         return KafkaSession(
             self.address, security, self.settings.request_timeout,
-            self.settings.max_connections,
+            self.settings.max_connections, principal=principal, shared=self._metadata,
         )
 
     # -- dispatch -------------------------------------------------------------------------
@@ -230,7 +233,7 @@ class Console:
         mechanism = self._mechanism(user)
         if session is not None:
             self.sessions.end(session)
-        kafka = self._kafka(Credentials(user, password), mechanism)
+        kafka = self._kafka(Credentials(user, password), mechanism, principal)
         fresh = self.sessions.create(principal, kafka)
         log.info("console login of %s from %s", principal, request.peer)
         body = {"secured": True, "principal": principal, "csrf": fresh.csrf}
