@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 from typing import Any
 from urllib.parse import quote, urlencode
 
 
 class ConsoleClient:
-    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, port: int, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None
+    ) -> None:
         self.host = host
         self.port = port
+        self.tls = tls
         self.cookie: str | None = None
         self.csrf: str | None = None
         # Every answer's raw bytes, for the check that no secret reaches a response.
@@ -20,7 +24,7 @@ class ConsoleClient:
 
     @property
     def origin(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def request(
         self,
@@ -42,7 +46,12 @@ class ConsoleClient:
             sent["Content-Type"] = "application/json"
         sent.update(headers or {})
         payload = None if body is None else json.dumps(body).encode()
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        conn: http.client.HTTPConnection
+        if self.tls is not None:
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=60,
+                                               context=self.tls)
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         try:
             conn.request(method, target, body=payload, headers=sent)
             response = conn.getresponse()

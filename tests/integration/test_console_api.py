@@ -775,3 +775,48 @@ def test_console_switched_off_and_refusing_to_start(tmp_path: Path) -> None:
     assert refused.proc.wait(60) != 0
     errors = [line for line in refused.log_text().splitlines() if "chronik: error:" in line]
     assert len(errors) == 1 and "no listener takes SASL" in errors[0], refused.log_text()
+
+
+def test_console_over_https_and_sasl_ssl(tmp_path: Path) -> None:
+    """A broker whose only listener is SASL_SSL, its HTTP listener HTTPS: the console's
+    cookie is Secure, and its Kafka connections trust the broker's own trust store."""
+    import ssl
+
+    from .tls_support import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    pem = pki.issue("broker", "localhost", server=True)
+    data = tmp_path / "data"
+    store = CredentialStore(data)
+    store.upsert("alice", "SCRAM-SHA-512",
+                 make_credential("SCRAM-SHA-512", USERS["alice"], 4096))
+    port = free_port()
+    broker = BrokerProcess(data)
+    broker.config.update({
+        "listeners": f"SASL_SSL://127.0.0.1:{broker.port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pem),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_file),
+        "http.listen": f"https://127.0.0.1:{port}",
+    })
+    broker.start()
+    try:
+        wait_for_port(port, 30, proc=broker.proc)
+        c = ConsoleClient(port, tls=ssl.create_default_context(cafile=str(pki.ca_file)))
+        status, doc, headers = c.request(
+            "POST", "/console/api/login", {"username": "alice", "password": USERS["alice"]},
+            headers={"Origin": c.origin})
+        assert status == 200 and doc["principal"] == "User:alice", doc
+        assert headers["set-cookie"].endswith("; Secure")
+        c.csrf = doc["csrf"]
+        name = f"tls-{time.monotonic_ns()}"
+        assert c.api("POST", "topics", {"name": name, "partitions": 2}) == {"name": name}
+        overview = c.get("overview")
+        assert overview["brokers"][0]["port"] == broker.port and overview["topics"] >= 1
+        assert c.get(f"topics/{name}")["partitions"][1]["leader"] == overview["brokers"][0]["id"]
+        status, doc, _ = c.request("POST", "/console/api/topics", {"name": "x"},
+                                   headers={"Origin": f"http://127.0.0.1:{port}"})
+        assert (status, doc["error"]) == (403, "csrf")  # http:// is another origin
+    finally:
+        broker.kill()
+    assert USERS["alice"] not in broker.log_text()
