@@ -199,6 +199,12 @@ class KafkaSession:
         try:
             async with asyncio.timeout(self.timeout + 1):
                 return await client.request(request, self.timeout)
+        except asyncio.CancelledError:
+            # Cut off mid-exchange (the API call's own deadline): the connection may hold
+            # an answer nobody reads, so it is not used again.
+            client.close()
+            self._clients.pop(node, None)
+            raise
         except AuthenticationRefused:
             # The credentials checked at login no longer hold (changed or deleted).
             self.close()
