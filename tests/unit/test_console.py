@@ -204,7 +204,8 @@ def test_metadata_is_shared_by_a_principals_sessions_for_a_second() -> None:
 
         async def send(api: object, node: int = -1, **fields: object) -> object:
             asked.append(principal)
-            return SimpleNamespace(brokers=(), topics=(), principal=principal)
+            broker = SimpleNamespace(node_id=1, host="h", port=9)
+            return SimpleNamespace(brokers=(broker,), topics=(), principal=principal)
 
         k.send = send  # type: ignore[method-assign]
         return k
@@ -213,6 +214,7 @@ def test_metadata_is_shared_by_a_principals_sessions_for_a_second() -> None:
         a1, a2, b = session("User:a"), session("User:a"), session("User:b")
         first = await a1.metadata()
         assert await a2.metadata() is first  # the same principal: one request
+        assert a2._addresses == {1: ("h", 9)}  # and the brokers it names are known
         assert (await b.metadata()).principal == "User:b"  # another: its own
         assert asked == ["User:a", "User:b"]
         clock.now = 1.5

@@ -235,6 +235,8 @@ class KafkaSession:
             if not fresh:
                 cached = self._shared.get(self.principal, self._clock())
                 if cached is not None:
+                    # Another session fetched it: this one learns the brokers' addresses.
+                    self._learn(cached)
                     return cached
             response = await self.send(
                 METADATA, topics=None, allow_auto_topic_creation=False,
