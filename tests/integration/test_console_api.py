@@ -820,3 +820,15 @@ def test_console_over_https_and_sasl_ssl(tmp_path: Path) -> None:
     finally:
         broker.kill()
     assert USERS["alice"] not in broker.log_text()
+
+
+def test_sessions_of_one_principal_share_metadata(open_broker: Open) -> None:
+    topic = f"shared-{time.monotonic_ns()}"
+    create(open_broker.admin(), topic, 2)
+    first, second = open_broker.client(), open_broker.client()
+    assert first.csrf != second.csrf
+    first.get("overview")  # Metadata of every topic, kept a second for ANONYMOUS
+    # The second session's pages use it, and reach the leaders it names.
+    page = second.get("topics", q=topic)
+    assert page["items"][0]["messages"] == 0
+    assert second.get(f"topics/{topic}/messages", partition=1)["items"] == []
