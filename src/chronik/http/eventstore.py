@@ -11,6 +11,9 @@ GET /v1/openapi.yaml.
                                                            values as JSON under a schema
   GET  ...events?decode=true                              framed values decoded to JSON
 
+The same listener serves the web console under /console/ (chronik.http.console,
+docs/console.md) when console.enable, or its loopback default, says so.
+
 Schemas (chronik.http.event_schemas): an append naming a subject of the broker's schema
 registry carries JSON documents as values, checked against the subject's schema (422 for
 one that does not fit: nothing is written) and stored in Confluent's wire format; a read
