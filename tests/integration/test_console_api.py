@@ -736,6 +736,23 @@ def test_cluster_overview_and_remote_leaders(
     wait_until(lambda: c.request("GET", f"/console/api/topics/{topic}/messages",
                                  query={"partition": partition})[0] == 200,
                "broker back", 60)
+    # An aggregate whose partition another broker leads: that broker is named (421).
+    events = f"ev-{topic}"
+    c.api("POST", "topics", {"name": events, "partitions": 6, "replication_factor": 2,
+                             "configs": {"key.versioning.enable": "true"}})
+    cluster.wait_topic(events, 6)
+    led = {r["partition"]: r["leader"] for r in c.get(f"topics/{events}")["partitions"]}
+    outcomes = {}
+    for n in range(12):
+        status, doc, _ = c.request("POST", f"/console/api/aggregates/{events}/key-{n}",
+                                   {"expected_version": 0, "events": [{"value": "x"}]})
+        if status == 201:
+            assert led[doc["partition"]] == 1
+        else:
+            assert (status, doc["error"]) == (421, "not_leader"), doc
+            assert doc["leader"] == led[doc["partition"]] != 1
+        outcomes[status] = outcomes.get(status, 0) + 1
+    assert set(outcomes) <= {201, 421} and 421 in outcomes, outcomes
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"cg-{topic}",
                          "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
