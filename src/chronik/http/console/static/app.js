@@ -1345,8 +1345,17 @@
       );
       pg.update(doc.total, doc.items.length);
       const subject = params.get("subject");
-      const found = subject && doc.items.find((s) => s.subject === subject);
-      if (found) showSubject(found);
+      if (!subject || detail.dataset.subject === subject) return;
+      let found = doc.items.find((s) => s.subject === subject);
+      if (!found) {
+        // Not on this page of the list: looked up by name.
+        const named = await api("GET", "schemas" + query({ q: subject, limit: 500 }));
+        found = named.items.find((s) => s.subject === subject);
+      }
+      if (found && p.alive) {
+        detail.dataset.subject = subject;
+        await showSubject(found);
+      }
     };
 
     async function showSubject(s) {
