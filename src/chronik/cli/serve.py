@@ -42,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the broker setting http.listen does the same",
     )
     parser.add_argument(
+        "--console",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve the web console at /console/ on the HTTP listener (default: only when "
+        "that listener is on a loopback address); the broker setting console.enable does "
+        "the same",
+    )
+    parser.add_argument(
         "--schema-registry-listen",
         default=None,
         metavar="HOST:PORT",
@@ -76,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"chronik: error: --set wants key=value, got {item!r}", file=sys.stderr)
             return 2
         settings[key.strip()] = value.strip()
+    if args.console is not None:
+        settings["console.enable"] = "true" if args.console else "false"
     if args.listen is not None and settings.get("listeners", "").strip():
         # The command line wins over a config file's listeners (a Kafka server.properties
         # names its own ports), as --set wins over the file.

@@ -52,6 +52,12 @@ class BasicAuth:
             err = HttpError(401, "unauthorized", "HTTP Basic credentials required")
             err.headers["WWW-Authenticate"] = 'Basic realm="chronik", charset="UTF-8"'
             raise err
+        return await self.check(user, password, request.peer, challenge=True)
+
+    async def check(self, user: str, password: str, peer: str, challenge: bool = False) -> str:
+        """The principal User:NAME of a user and password checked against the SCRAM
+        credential store (a failure counted and slowed down as a failed SASL login);
+        raises 401 for wrong ones."""
         store = self.security.store
         # A password checked recently for the same stored credential is not run through
         # PBKDF2 again; a changed or deleted credential misses the cache.
@@ -64,9 +70,10 @@ class BasicAuth:
         try:
             await PlainServer(store).step(b"\0" + user.encode() + b"\0" + password.encode())
         except AuthenticationFailed:
-            await self.security.http_authentication_failed(request.peer, user)
+            await self.security.http_authentication_failed(peer, user)
             err = HttpError(401, "unauthorized", "invalid credentials")
-            err.headers["WWW-Authenticate"] = 'Basic realm="chronik", charset="UTF-8"'
+            if challenge:
+                err.headers["WWW-Authenticate"] = 'Basic realm="chronik", charset="UTF-8"'
             raise err from None
         if len(self._auth_cache) >= AUTH_CACHE_SIZE:
             self._auth_cache.clear()

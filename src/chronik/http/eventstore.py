@@ -51,6 +51,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, unquote_to_bytes
 
 from chronik.http.auth import BasicAuth
+from chronik.http.console.routes import Console
+from chronik.http.console.settings import ConsoleConfigError, ConsoleSettings
 from chronik.http.event_schemas import (
     SchemaSource,
     WriterSchema,
@@ -64,6 +66,7 @@ from chronik.http.server import (
     Request,
     Response,
     allow,
+    parse_listen,
     query_params,
 )
 from chronik.protocol import errors
@@ -130,19 +133,57 @@ class HttpApi:
         self.auth = BasicAuth(broker.security, broker.authorizer)
         self.server = HttpServer.configured(self._route, values)
         self._openapi: bytes | None = None
+        # The web console (chronik.http.console) on the same listener, when enabled.
+        self.console: Console | None = None
 
     async def serve(self, listen: str) -> int:
+        host, _, tls = parse_listen(listen)
+        self._start_console(host, tls)
         scheme, host, bound = await self.server.serve_listen(
             listen, self.broker.security.tls, "http.listen"
         )
         log.info("event store HTTP API on %s://%s:%d/v1/", scheme, host, bound)
+        if self.console is not None:
+            log.info("web console on %s://%s:%d/console/", scheme, host, bound)
         return bound
+
+    def _start_console(self, host: str, tls: bool) -> None:
+        """The console, if console.enable (or its loopback default) says so; ValueError
+        when it was asked for explicitly and cannot work with this broker."""
+        settings = ConsoleSettings.from_values(self.broker.config_values, host)
+        if not settings.enabled:
+            return
+        try:
+            self.console = Console(self.broker, self, settings, tls)
+        except ConsoleConfigError as exc:
+            if settings.explicit:
+                raise ValueError(str(exc)) from None
+            log.warning("web console not started: %s", exc)
 
     async def close(self) -> None:
         await self.server.close()
+        if self.console is not None:
+            self.console.close()
+
+    # -- the console's access to the event store ---------------------------------------------
+    async def read_events(
+        self, request: Request, principal: str | None, topic: str, key: bytes,
+        query: dict[str, str],
+    ) -> Response:
+        return await self._read(request, principal, topic, key, query)
+
+    async def append_events(
+        self, request: Request, principal: str | None, topic: str, key: bytes,
+        query: dict[str, str],
+    ) -> Response:
+        return await self._append(request, principal, topic, key, query)
 
     # -- requests -------------------------------------------------------------------------
     async def _route(self, request: Request) -> Response:
+        if self.console is not None and (
+            request.path == "/console" or request.path.startswith("/console/")
+        ):
+            return await self.console.route(request)
         parts = request.path.split("/")
         if parts[:2] != ["", "v1"]:
             raise HttpError(404, "not_found", "no such resource: the API is under /v1/")
