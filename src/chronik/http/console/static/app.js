@@ -25,7 +25,7 @@
  *     topic-create-rf topic-create-configs topic-create-submit; per row topic-delete,
  *     then topic-delete-confirm / topic-delete-cancel
  *   topic: partitions-table configs-table config-name config-value config-set
- *     config-delete topic-messages-link
+ *     config-delete config-result config-filter config-only-set topic-messages-link
  *   messages: msg-partition msg-from msg-offset msg-timestamp msg-limit msg-key
  *     msg-format msg-load msg-next msg-status messages-table
  *   groups: groups-table; group: group-state group-members group-total-lag
@@ -733,29 +733,36 @@
     const p = page("topic", true);
     const parts = el("div", {});
     const configs = el("div", {});
+    let configItems = [];
+    const configFilter = el("input", { type: "search", placeholder: "filter configs", test: "config-filter", on: { input: () => renderConfigs(configItems) } });
+    const onlySet = el("input", { type: "checkbox", test: "config-only-set", on: { change: () => renderConfigs(configItems) } });
     p.root.append(
       el("div", { class: "crumbs" }, link("#/topics", "Topics"), " / "),
-      el("h1", {}, name, " ", el("span", { class: "sub" }, "· "), link("#/topics/" + enc(name) + "/messages", "browse messages", "topic-messages-link")),
+      el("div", { class: "title-row" }, el("h1", {}, name), el("a", { class: "button-link", href: "#/topics/" + enc(name) + "/messages", test: "topic-messages-link" }, "Browse messages")),
       el("h2", {}, "Partitions"),
       parts,
       el("h2", {}, "Configs"),
       alterConfigForm(name, (doc) => renderConfigs(doc.configs)),
+      el("div", { class: "toolbar" }, configFilter, el("label", { class: "field check" }, onlySet, "only those set on the topic")),
       configs
     );
     let configsShown = false;
 
     function renderConfigs(items) {
-      const rows = items.map((c) =>
+      configItems = items;
+      const q = configFilter.value.trim();
+      const shownItems = items.filter((c) => (!q || c.name.includes(q)) && (!onlySet.checked || c.source !== "DEFAULT_CONFIG"));
+      const rows = shownItems.map((c) =>
         el(
           "tr",
-          { key: c.name },
+          { key: c.name, class: c.source === "DEFAULT_CONFIG" ? null : "config-set" },
           cell("name", c.name, "mono"),
-          cell("value", c.sensitive ? "(sensitive)" : c.value === null ? "–" : c.value, "mono"),
-          cell("source", c.source),
+          cell("value", c.sensitive ? "(sensitive)" : c.value === null ? "–" : c.value, "mono wrap"),
+          cell("source", c.source.toLowerCase().replace(/_config$/, "").replace(/_/g, " ")),
           cell("read_only", c.read_only ? "read-only" : "")
         )
       );
-      replace(configs, table("configs-table", [["name", "Name"], ["value", "Value"], ["source", "Source"], ["read_only", ""]], rows));
+      replace(configs, table("configs-table", [["name", "Name"], ["value", "Value"], ["source", "Source"], ["read_only", ""]], rows, "no config matches"));
       configsShown = true;
     }
 
