@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from chronik.cluster.replica_client import BrokerClient, BrokerUnreachable, request_module
+from chronik.cluster.replica_client import (
+    AuthenticationRefused,
+    BrokerClient,
+    BrokerUnreachable,
+    request_module,
+)
 from chronik.http.server import HttpError
 from chronik.protocol.compat import build
 
@@ -156,6 +161,12 @@ class KafkaSession:
         try:
             async with asyncio.timeout(self.timeout + 1):
                 return await client.request(request, self.timeout)
+        except AuthenticationRefused:
+            # The credentials checked at login no longer hold (changed or deleted).
+            self.close()
+            raise HttpError(
+                401, "unauthorized", "the broker refused this session's credentials: log in again"
+            ) from None
         except (BrokerUnreachable, TimeoutError) as exc:
             client.close()
             self._clients.pop(node, None)

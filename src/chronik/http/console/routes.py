@@ -125,7 +125,13 @@ class Console:
 
     # -- dispatch -------------------------------------------------------------------------
     async def route(self, request: Request) -> Response:
-        status, body, headers = await self._route(request)
+        try:
+            status, body, headers = await self._route(request)
+        except HttpError as exc:
+            exc.headers = {**HEADERS, **exc.headers}
+            if request.path.startswith("/console/api/"):
+                exc.headers["Cache-Control"] = "no-store"
+            raise
         return status, body, {**HEADERS, **headers}
 
     async def _route(self, request: Request) -> Response:
