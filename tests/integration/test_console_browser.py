@@ -325,6 +325,9 @@ def test_message_browser_finds_records_by_key_and_offset(ui: ConsolePage, consol
     wanted = sorted(f"{p}:{o}" for (p, o), k in placed.items() if k == b"user-3")
     assert len(wanted) == 8
     assert sorted(ui.keys("messages-table")) == wanted
+    # Over all partitions each one's next offset is shown (one number cannot say it).
+    expect(ui.el("msg-status")).to_contain_text("partitions go on at 0: ")
+    expect(ui.el("msg-next")).to_be_disabled()
     for row_key in wanted:
         expect(ui.cell("messages-table", row_key, "key")).to_have_text("user-3")
         expect(ui.cell("messages-table", row_key, "headers")).to_contain_text("trace")

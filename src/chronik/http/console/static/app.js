@@ -33,7 +33,7 @@
  *     reset-value reset-dry-run reset-apply reset-result reset-table group-delete
  *     group-delete-confirm
  *   aggregates: agg-topic agg-key agg-load agg-version-count agg-partition events-table
- *     agg-expected agg-value agg-append agg-result
+ *     agg-more agg-expected agg-value agg-append agg-result
  *   schemas: schemas-table schema-subject schema-version schema-text schema-diff-from
  *     schema-diff-to schema-diff schema-compat
  *   security: acls-table users-table acl-principal acl-resource-type security-off
@@ -171,6 +171,17 @@
 
   function numCell(col, value) {
     return el("td", { col: col, class: "num" }, fmtNum(value));
+  }
+
+  /** One record header: its name as a tag, its value (hex marked) or null. */
+  function headerLine(h) {
+    return el(
+      "div",
+      { class: "mono" },
+      el("span", { class: "tag" }, h.key),
+      h.value_format === "hex" ? el("span", { class: "tag" }, "hex") : null,
+      h.value === null ? el("span", { class: "note" }, "null") : h.value
+    );
   }
 
   /** A table: columns [[field, title, numeric?]]; rows built by the caller. */
@@ -858,8 +869,8 @@
     const key = el("input", { type: "text", test: "msg-key", placeholder: "exact key", value: params.get("key") || "" });
     const format = selectOf(
       "msg-format",
-      [["text", "text"], ["json", "JSON"], ["hex", "hex"], ["schema", "schema registry"]],
-      params.get("format") || "text"
+      [["auto", "as they are"], ["text", "text"], ["json", "JSON"], ["hex", "hex"], ["schema", "schema registry"]],
+      params.get("format") || "auto"
     );
     const status = el("span", { class: "note", test: "msg-status" });
     const results = el("div", {});
@@ -927,11 +938,16 @@
         const doc = await api("GET", "topics/" + enc(topic) + "/messages" + query(q));
         if (!p.alive) return;
         showError(null);
+        // One partition goes on from next_offset; all of them answer next_offsets per
+        // partition, shown for reading one on.
         nextOffset = doc.next_offset;
-        next.disabled = nextOffset === null || nextOffset === undefined;
-        status.textContent =
-          doc.items.length + " record" + (doc.items.length === 1 ? "" : "s") +
-          (next.disabled ? "" : " · next offset " + nextOffset);
+        next.disabled = nextOffset === null || nextOffset === undefined || !doc.items.length;
+        let where = "";
+        if (!next.disabled) where = " · next offset " + nextOffset;
+        else if (doc.next_offsets && doc.items.length) {
+          where = " · partitions go on at " + Object.entries(doc.next_offsets).map(([p, o]) => p + ": " + o).join(", ");
+        }
+        status.textContent = doc.items.length + " record" + (doc.items.length === 1 ? "" : "s") + where;
         renderRecords(doc.items);
       } catch (err) {
         status.textContent = "";
@@ -947,7 +963,12 @@
           numCell("partition", r.partition),
           numCell("offset", r.offset),
           el("td", { col: "timestamp", class: "num", title: r.timestamp_type }, fmtTime(r.timestamp)),
-          el("td", { col: "key" }, r.key === null ? el("span", { class: "note" }, "null") : el("pre", { class: "value" }, r.key)),
+          el(
+            "td",
+            { col: "key" },
+            r.key_format === "hex" ? el("span", { class: "tag" }, "hex") : null,
+            r.key === null ? el("span", { class: "note" }, "null") : el("pre", { class: "value" }, r.key)
+          ),
           el(
             "td",
             { col: "value" },
@@ -957,7 +978,7 @@
           el(
             "td",
             { col: "headers" },
-            (r.headers || []).map((h) => el("div", { class: "mono" }, el("span", { class: "tag" }, h.key), h.value === null ? "null" : h.value))
+            (r.headers || []).map(headerLine)
           )
         )
       );
@@ -1232,7 +1253,7 @@
       el("p", { class: "note" }, "An event-store topic's events for one key, by version."),
       el(
         "form",
-        { class: "toolbar", on: { submit: (e) => { e.preventDefault(); load(); } } },
+        { class: "toolbar", on: { submit: (e) => { e.preventDefault(); load(0); } } },
         field("Topic", topic),
         topics,
         field("Key", key),
@@ -1243,7 +1264,12 @@
       appendPanel
     );
 
-    async function load() {
+    const more = el("button", { type: "button", class: "secondary", test: "agg-more", hidden: true }, "Later events ›");
+    let fromVersion = 0;
+    more.addEventListener("click", () => load(fromVersion));
+
+    /** Shows the key's events from version ``from`` (0: the first page). */
+    async function load(from) {
       const t = topic.value.trim();
       const k = key.value;
       if (!t || !k) {
@@ -1251,10 +1277,12 @@
         return;
       }
       try {
-        const doc = await api("GET", "aggregates/" + enc(t) + "/" + enc(k) + query({ from_version: 0, limit: 500 }));
+        const doc = await api("GET", "aggregates/" + enc(t) + "/" + enc(k) + query({ from_version: from || 0, limit: 100 }));
         if (!p.alive) return;
         showError(null);
         shown = { topic: t, key: k };
+        fromVersion = doc.next_version;
+        more.hidden = doc.next_version === null || doc.next_version === undefined;
         const card = (label, test, v) => el("div", { class: "card" }, el("div", { class: "card-label" }, label), el("div", { class: "card-value", test: test }, v));
         replace(summary, card("Versions", "agg-version-count", fmtNum(doc.version_count)), card("Partition", "agg-partition", fmtNum(doc.partition)));
         const rows = doc.events.map((ev) =>
@@ -1265,11 +1293,17 @@
             numCell("offset", ev.offset),
             el("td", { col: "timestamp", class: "num" }, fmtTime(ev.timestamp)),
             el("td", { col: "value" }, el("span", { class: "tag" }, ev.value_format), ev.value === null ? el("span", { class: "note" }, "null") : el("pre", { class: "value" }, ev.value)),
-            el("td", { col: "headers" }, (ev.headers || []).map((h) => el("div", { class: "mono" }, el("span", { class: "tag" }, h.key), h.value === null ? "null" : h.value)))
+            el("td", { col: "headers" }, (ev.headers || []).map(headerLine))
           )
         );
-        const more = doc.version_count > doc.events.length ? el("p", { class: "note" }, "first " + doc.events.length + " of " + doc.version_count + " events") : null;
-        replace(events, table("events-table", [["version", "Version", true], ["offset", "Offset", true], ["timestamp", "Timestamp", true], ["value", "Value"], ["headers", "Headers"]], rows, "no events for this key yet"), more);
+        const range = doc.events.length < doc.version_count && doc.events.length
+          ? el("p", { class: "note" }, "versions " + doc.events[0].version + "–" + doc.events[doc.events.length - 1].version + " of " + doc.version_count)
+          : null;
+        replace(
+          events,
+          table("events-table", [["version", "Version", true], ["offset", "Offset", true], ["timestamp", "Timestamp", true], ["value", "Value"], ["headers", "Headers"]], rows, "no events for this key yet"),
+          el("div", { class: "pager" }, range, more)
+        );
         expected.value = String(doc.version_count);
         appendPanel.hidden = false;
       } catch (err) {
@@ -1292,7 +1326,8 @@
         showError(null);
         value.value = "";
         result.textContent = "appended versions " + doc.first_version + "–" + doc.last_version;
-        await load();
+        // The page that holds the new events.
+        await load(Math.max(0, doc.last_version + 1 - 100));
       } catch (err) {
         if (err.code === "version_conflict") {
           result.textContent = "";
@@ -1309,7 +1344,7 @@
       } catch (err) {
         // The topic names are only a convenience.
       }
-      if (topic.value && key.value) await load();
+      if (topic.value && key.value) await load(0);
     };
     return p;
   }
