@@ -590,6 +590,21 @@ def test_a_write_without_the_csrf_token_is_refused(ui: ConsolePage, console: Con
     got = ui.fetch("POST", "topics", body, csrf=True)
     assert got["status"] == 201, got
     wait_until(lambda: name in admin.list_topics(timeout=10).topics, f"{name} created")
+    # The session gone (as after its idle timeout): the page's stale token is refused, and
+    # the page takes a new session's token and writes.
+    ui.context.clear_cookies()
+    refused: list[int] = []
+    ui.page.on(
+        "response",
+        lambda r: refused.append(r.status) if r.url.endswith("/console/api/topics") else None,
+    )
+    again = topic_name("ui-csrf-again")
+    ui.route("topics")
+    ui.el("topic-create-name").fill(again)
+    ui.el("topic-create-submit").click()
+    expect(ui.el("topic-create-result")).to_have_text("created " + again)
+    wait_until(lambda: again in admin.list_topics(timeout=10).topics, f"{again} created")
+    assert refused == [403, 201], refused
 
 
 # -- a secured broker -----------------------------------------------------------------------

@@ -212,6 +212,19 @@
   }
 
   async function api(method, path, body) {
+    try {
+      return await send(method, path, body);
+    } catch (err) {
+      // An expired session (unsecured broker) leaves the page a stale token: take the new
+      // session's token and try the write once more. A secured broker answers 401 instead.
+      if (err.code !== "csrf" || method === "GET" || session.secured) throw err;
+      const s = await send("GET", "session");
+      session.csrf = s.csrf;
+      return await send(method, path, body);
+    }
+  }
+
+  async function send(method, path, body) {
     const headers = { Accept: "application/json" };
     const init = { method: method, headers: headers, credentials: "same-origin", cache: "no-store" };
     if (method !== "GET") {
