@@ -203,7 +203,21 @@ def test_topics_and_partitions_match_the_cli(ui: ConsolePage, console: Console) 
     finally:
         consumer.close()
     expect(ui.cell("configs-table", "retention.ms", "value")).to_have_text("3600000")
+    expect(ui.el("partitions-info")).to_be_hidden()
     ui.shot("topic")
+
+    # A topic of many partitions: its page builds a hundred rows at a time.
+    wide = f"{prefix}-wide"
+    create_topic(console.bootstrap, wide, 130)
+    ui.route("topics/" + wide)
+    expect(ui.rows("partitions-table")).to_have_count(100)
+    expect(ui.el("partitions-info")).to_have_text("1–100 of 130")
+    ui.el("partitions-next").click()
+    expect(ui.rows("partitions-table")).to_have_count(30)
+    assert ui.keys("partitions-table") == [str(p) for p in range(100, 130)]
+    # The live refresh keeps the page shown.
+    ui.page.wait_for_timeout(3500)
+    expect(ui.el("partitions-info")).to_have_text("101–130 of 130")
 
 
 def topic_config(bootstrap: str, topic: str, name: str) -> str | None:

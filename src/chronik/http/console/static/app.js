@@ -24,12 +24,13 @@
  *   topics: topics-table topic-internal topic-create-name topic-create-partitions
  *     topic-create-rf topic-create-configs topic-create-submit; per row topic-delete,
  *     then topic-delete-confirm / topic-delete-cancel
- *   topic: partitions-table configs-table config-name config-value config-set
+ *   topic: partitions-table partitions-prev partitions-next partitions-info configs-table config-name config-value config-set
  *     config-delete config-result config-filter config-only-set topic-messages-link
  *   messages: msg-partition msg-from msg-offset msg-timestamp msg-limit msg-key
  *     msg-format msg-load msg-next msg-status messages-table
  *   groups: groups-table; group: group-state group-members group-total-lag
- *     group-coordinator members-table offsets-table reset-topic reset-partitions reset-to
+ *     group-coordinator members-table offsets-table offsets-prev offsets-next
+ *     offsets-info reset-topic reset-partitions reset-to
  *     reset-value reset-dry-run reset-apply reset-result reset-table group-delete
  *     group-delete-confirm
  *   aggregates: agg-topic agg-key agg-load agg-version-count agg-partition events-table
@@ -433,6 +434,28 @@
     return { state: state, filter: filter, bar: bar, update: update, params: params };
   }
 
+  /** Paging of a list the API answers whole (a topic's partitions, a group's offsets):
+   *  only 100 rows are built at a time, so a refresh stays cheap on big topics. */
+  function slicePager(name, onChange) {
+    const size = 100;
+    let offset = 0;
+    let total = 0;
+    const info = el("span", { class: "info", test: name + "-info" });
+    const prev = el("button", { type: "button", class: "secondary small", test: name + "-prev", on: { click: () => { offset = Math.max(0, offset - size); onChange(); } } }, "‹ prev");
+    const next = el("button", { type: "button", class: "secondary small", test: name + "-next", on: { click: () => { if (offset + size < total) offset += size; onChange(); } } }, "next ›");
+    const bar = el("div", { class: "pager", hidden: true }, prev, info, next);
+    function slice(items) {
+      total = items.length;
+      if (offset >= total) offset = Math.max(0, Math.floor((total - 1) / size) * size);
+      bar.hidden = total <= size;
+      info.textContent = (total ? offset + 1 : 0) + "–" + Math.min(offset + size, total) + " of " + total;
+      prev.disabled = offset === 0;
+      next.disabled = offset + size >= total;
+      return items.slice(offset, offset + size);
+    }
+    return { bar: bar, slice: slice };
+  }
+
   /** Two-step destructive button: first click shows confirm/cancel. */
   function confirmButton(label, test, action) {
     const wrap = el("span", {});
@@ -757,6 +780,8 @@
     const p = page("topic", true);
     const parts = el("div", {});
     const configs = el("div", {});
+    let lastTopic = null;
+    const partPager = slicePager("partitions", () => lastTopic && drawPartitions(lastTopic));
     let configItems = [];
     const configFilter = el("input", { type: "search", placeholder: "filter configs", test: "config-filter", on: { input: () => renderConfigs(configItems) } });
     const onlySet = el("input", { type: "checkbox", test: "config-only-set", on: { change: () => renderConfigs(configItems) } });
@@ -765,6 +790,7 @@
       el("div", { class: "title-row" }, el("h1", {}, name), el("a", { class: "button-link", href: "#/topics/" + enc(name) + "/messages", test: "topic-messages-link" }, "Browse messages")),
       el("h2", {}, "Partitions"),
       parts,
+      partPager.bar,
       el("h2", {}, "Configs"),
       alterConfigForm(name, (doc) => renderConfigs(doc.configs)),
       el("div", { class: "toolbar" }, configFilter, el("label", { class: "field check" }, onlySet, "only those set on the topic")),
@@ -790,11 +816,9 @@
       configsShown = true;
     }
 
-    p.refresh = async () => {
-      const t = await api("GET", "topics/" + enc(name));
-      if (!p.alive) return;
+    function drawPartitions(t) {
       const list = (xs) => (xs && xs.length ? xs.join(", ") : "–");
-      const rows = t.partitions.map((q) =>
+      const rows = partPager.slice(t.partitions).map((q) =>
         el(
           "tr",
           { key: q.partition },
@@ -825,6 +849,13 @@
           rows
         )
       );
+    }
+
+    p.refresh = async () => {
+      const t = await api("GET", "topics/" + enc(name));
+      if (!p.alive) return;
+      lastTopic = t;
+      drawPartitions(t);
       // Configs change only when someone alters them: drawn once, then after each change.
       if (!configsShown) renderConfigs(t.configs || []);
     };
@@ -1064,6 +1095,8 @@
     const cards = el("div", { class: "cards" });
     const members = el("div", {});
     const offsets = el("div", {});
+    let lastGroup = null;
+    const offsetPager = slicePager("offsets", () => lastGroup && drawOffsets(lastGroup));
     const reset = resetForm(id, () => runRefresh(p));
     p.root.append(
       el("div", { class: "crumbs" }, link("#/groups", "Consumer groups"), " / "),
@@ -1073,6 +1106,7 @@
       members,
       el("h2", {}, "Committed offsets and lag"),
       offsets,
+      offsetPager.bar,
       reset.form,
       el(
         "div",
@@ -1108,11 +1142,22 @@
           cell("member_id", m.member_id, "mono"),
           cell("client_id", m.client_id),
           cell("host", m.host, "mono"),
-          el("td", { col: "assignment" }, m.assignment.map((a) => el("span", { class: "tag" }, a.topic + "-" + a.partition)))
+          el(
+            "td",
+            { col: "assignment" },
+            m.assignment.slice(0, 24).map((a) => el("span", { class: "tag" }, a.topic + "-" + a.partition)),
+            m.assignment.length > 24 ? el("span", { class: "note" }, "and " + (m.assignment.length - 24) + " more") : null
+          )
         )
       );
       replace(members, table("members-table", [["member_id", "Member"], ["client_id", "Client"], ["host", "Host"], ["assignment", "Assignment"]], memberRows, "no members"));
-      const offsetRows = g.offsets.map((o) =>
+      lastGroup = g;
+      drawOffsets(g);
+      reset.topics([...new Set(g.offsets.map((o) => o.topic))].sort());
+    };
+
+    function drawOffsets(g) {
+      const offsetRows = offsetPager.slice(g.offsets).map((o) =>
         el(
           "tr",
           { key: o.topic + ":" + o.partition },
@@ -1133,8 +1178,7 @@
           "no committed offsets"
         )
       );
-      reset.topics([...new Set(g.offsets.map((o) => o.topic))].sort());
-    };
+    }
     return p;
   }
 
