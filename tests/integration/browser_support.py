@@ -47,7 +47,10 @@ def require_browser() -> None:
 def chromium() -> Iterator[Any]:
     """A headless chromium (Playwright Browser) for one module."""
     require_browser()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    # expect() waits on its own clock (5 s unless told): as long as the page's own actions.
+    expect.set_options(timeout=TIMEOUT_MS)
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
