@@ -42,7 +42,7 @@ from conftest import BrokerProcess, free_port, wait_for_port
 
 from .browser_support import ConsolePage, chromium, require_browser
 from .cli_support import chronik
-from .helpers import create_topic, topic_name, wait_until
+from .helpers import BASE_TS, create_topic, topic_name, wait_until
 from .registry_support import avro_record, wait_for_registry
 
 try:
@@ -327,6 +327,8 @@ def test_message_browser_finds_records_by_key_and_offset(ui: ConsolePage, consol
         ui.el("msg-from").select_option(start)
         if start == "offset":
             ui.el("msg-offset").fill(offset)
+        if start == "timestamp":
+            ui.el("msg-timestamp").fill(offset)
         ui.el("msg-limit").fill(limit)
         ui.el("msg-key").fill(key)
         ui.el("msg-format").select_option(fmt)
@@ -383,6 +385,22 @@ def test_message_browser_finds_records_by_key_and_offset(ui: ConsolePage, consol
     value = ui.cell("messages-table", row, "value")
     expect(value).to_contain_text(f"#{schema_id}")
     expect(value).to_contain_text('"page": "/home"')
+
+    # From a timestamp: the first record at or after it (ListOffsets), as milliseconds or
+    # as a date the browser reads.
+    timed = topic_name("ui-timed")
+    create_topic(console.bootstrap, timed, 1)
+    for i in range(10):
+        producer.produce(timed, value=f"at-{i}".encode(), timestamp=BASE_TS + i * 1000)
+    assert producer.flush(30) == 0
+    ui.route(f"topics/{timed}/messages")
+    expect(ui.el("msg-partition").locator("option")).to_have_count(2)
+    load(partition="0", start="timestamp", offset=str(BASE_TS + 4500), limit="2")
+    assert ui.keys("messages-table") == ["0:5", "0:6"]
+    expect(ui.cell("messages-table", "0:5", "value")).to_contain_text("at-5")
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((BASE_TS + 7000) / 1000))
+    load(partition="0", start="timestamp", offset=iso, limit="1")
+    assert ui.keys("messages-table") == ["0:7"]
 
 
 # -- consumer groups ----------------------------------------------------------------------
