@@ -775,6 +775,9 @@ def test_a_user_sees_only_the_topics_it_may_describe(browser: Any, secured: Secu
             ["User:alice"]
         )
         ui.shot("security")
+        # This broker serves no schema registry: the page says so.
+        ui.route("schemas")
+        expect(ui.el("no-registry")).to_be_visible()
         assert ui.errors == [], ui.errors
     finally:
         ui.close()
