@@ -746,3 +746,32 @@ def test_cluster_overview_and_remote_leaders(
     assert [(r["topic"], r["partition"], r["committed"]) for r in group["offsets"]] == [
         (topic, 0, 1)]
     assert rows[0]["CURRENT-OFFSET"] == "1"
+
+
+# -- switching it on and off -------------------------------------------------------------
+
+
+def test_console_switched_off_and_refusing_to_start(tmp_path: Path) -> None:
+    port = free_port()
+    off = BrokerProcess(tmp_path / "off", {"http.listen": f"127.0.0.1:{port}",
+                                           "console.enable": "false"})
+    off.start()
+    try:
+        wait_for_port(port, 30, proc=off.proc)
+        c = ConsoleClient(port)
+        assert c.request("GET", "/console/")[0] == 404
+        assert c.request("GET", "/console/api/session")[0] == 404
+        status, doc, _ = c.request("GET", "/v1/topics/none/keys/k")
+        assert (status, doc["error"]) == (404, "unknown_topic")  # the event store still is
+    finally:
+        off.kill()
+    # Asked for explicitly on a secured broker without a SASL listener: one clear line.
+    refused = BrokerProcess(tmp_path / "refused", {
+        "http.listen": f"127.0.0.1:{free_port()}", "console.enable": "true",
+        "authorizer.class.name": "chronik", "super.users": "User:admin",
+    })
+    refused.start(wait=False)
+    assert refused.proc is not None
+    assert refused.proc.wait(60) != 0
+    errors = [line for line in refused.log_text().splitlines() if "chronik: error:" in line]
+    assert len(errors) == 1 and "no listener takes SASL" in errors[0], refused.log_text()

@@ -42,7 +42,7 @@ MAX_RESET_PARTITIONS = 100_000
 
 
 async def list_groups(kafka: KafkaSession, query: dict[str, str]) -> dict[str, Any]:
-    meta = await kafka.metadata()
+    meta = await kafka.brokers()
 
     async def listed(node: int) -> list[Any]:
         response = await kafka.send(LIST_GROUPS, node, states_filter=())
@@ -164,13 +164,8 @@ async def lags_of(kafka: KafkaSession, ids: list[str]) -> dict[str, int | None]:
 async def _ends(kafka: KafkaSession, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
     if not wanted:
         return {}
-    meta = await kafka.metadata()
-    led: dict[tuple[str, int], int] = {}
-    topics = {t for t, _ in wanted}
-    for topic in meta.topics:
-        if topic.name in topics:
-            led.update({k: v for k, v in leaders(topic).items() if k in wanted})
-    return await kafka.list_offsets(led, LATEST)
+    led = await kafka.leaders_of({t for t, _ in wanted})
+    return await kafka.list_offsets({k: v for k, v in led.items() if k in wanted}, LATEST)
 
 
 def assignment_of(data: bytes) -> list[dict[str, Any]]:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from chronik.security.broker_security import ClientSecurity
 
 METADATA_TTL = 1.0
+# Partitions in one ListOffsets or DescribeLogDirs request of the console (see chunks).
+MAX_PARTITIONS_PER_REQUEST = 500
 BOOTSTRAP = -1
 
 # The API versions the console speaks (all served by chronik, docs/compat.md).
@@ -129,6 +131,8 @@ class KafkaSession:
         self._addresses: dict[int, tuple[str, int]] = {}
         self._metadata: tuple[float, Any] | None = None
         self._metadata_lock = asyncio.Lock()
+        # Figures a page keeps for a while (overview's disk use), by name: (time, value).
+        self.cache: dict[str, tuple[float, Any]] = {}
         self.closed = False
 
     # -- connections ----------------------------------------------------------------------
@@ -197,6 +201,35 @@ class KafkaSession:
             self._learn(response)
             self._metadata = (self._clock(), response)
             return response
+
+    async def brokers(self) -> Any:
+        """Metadata without topics: the brokers, the controller and the cluster id, cheap
+        however many partitions the cluster has."""
+        response = await self.send(
+            METADATA, topics=(), allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        self._learn(response)
+        return response
+
+    async def leaders_of(self, topics: set[str]) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> leader of some topics (their Metadata only); topics the
+        principal may not describe, or gone, are left out."""
+        if not topics:
+            return {}
+        response = await self.send(
+            METADATA,
+            topics=tuple(entity(METADATA, "MetadataRequestTopic", name=t, topic_id=None)
+                         for t in sorted(topics)),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        self._learn(response)
+        out: dict[tuple[str, int], int] = {}
+        for topic in response.topics:
+            if not int(topic.error_code):
+                out.update(leaders(topic))
+        return out
 
     async def topic_metadata(self, name: str) -> Any:
         """Metadata of one topic (404 when unknown or not visible to the principal)."""
@@ -267,11 +300,33 @@ class KafkaSession:
                         check(p.error_code, None, f"offsets of {t.name}-{p.partition_index}")
             return found
 
-        answers = await asyncio.gather(*(ask(n, ts) for n, ts in by_leader.items()))
+        answers = await asyncio.gather(
+            *(ask(n, part) for n, ts in by_leader.items() for part in chunks(ts))
+        )
         out: dict[tuple[str, int], int] = {}
         for answer in answers:
             out.update(answer)
         return out
+
+
+def chunks(topics: dict[str, list[int]], size: int = MAX_PARTITIONS_PER_REQUEST
+           ) -> list[dict[str, list[int]]]:
+    """``topics``' partitions cut into requests of at most ``size`` partitions: the broker
+    answers each in a short turn of its event loop, its other clients' requests served
+    between them, where one request for thousands of partitions would hold them up."""
+    out: list[dict[str, list[int]]] = []
+    current: dict[str, list[int]] = {}
+    count = 0
+    for topic, partitions in topics.items():
+        for index in partitions:
+            if count >= size:
+                out.append(current)
+                current, count = {}, 0
+            current.setdefault(topic, []).append(index)
+            count += 1
+    if current:
+        out.append(current)
+    return out
 
 
 @cache

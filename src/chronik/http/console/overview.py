@@ -6,12 +6,15 @@ null where the principal may not describe the cluster or the broker does not ans
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
-from chronik.http.console.kafka import DESCRIBE_LOG_DIRS, KafkaSession, entity
+from chronik.http.console.kafka import DESCRIBE_LOG_DIRS, KafkaSession, chunks, entity
 from chronik.http.server import HttpError
 
 MAX_LISTED = 100
+# Disk use changes slowly; the overview, refreshed every few seconds, asks less often.
+DISK_TTL = 10.0
 
 
 async def overview(kafka: KafkaSession) -> dict[str, Any]:
@@ -41,7 +44,7 @@ async def overview(kafka: KafkaSession) -> dict[str, Any]:
                 under_count += 1
                 if len(under) < MAX_LISTED:
                     under.append(where)
-    disks = await asyncio.gather(*(disk_bytes(kafka, int(b.node_id)) for b in meta.brokers))
+    disks = await disk_use(kafka, meta)
     brokers = [
         {
             "id": int(b.node_id),
@@ -69,29 +72,36 @@ async def overview(kafka: KafkaSession) -> dict[str, Any]:
     }
 
 
-async def disk_bytes(kafka: KafkaSession, node: int) -> int | None:
-    """The bytes of every partition a broker holds (DescribeLogDirs), None when it cannot
-    be told."""
-    try:
-        response = await kafka.send(DESCRIBE_LOG_DIRS, node, topics=None)
-    except HttpError:
-        return None
-    if int(response.error_code):
-        return None
-    total = 0
-    for result in response.results:
-        if int(result.error_code):
-            continue
-        for topic in result.topics:
-            total += sum(int(p.partition_size) for p in topic.partitions)
-    return total
+async def disk_use(kafka: KafkaSession, meta: Any) -> list[int | None]:
+    """The bytes of the partitions each of ``meta``'s brokers holds (DescribeLogDirs,
+    asked in chunks of partitions), kept DISK_TTL seconds per session; None for a broker
+    that cannot tell (no DESCRIBE on the cluster, no answer)."""
+    now = time.monotonic()
+    cached = kafka.cache.get("disk")
+    if cached is not None and now - cached[0] < DISK_TTL:
+        found = cached[1]
+    else:
+        every: dict[str, list[int]] = {}
+        for topic in meta.topics:
+            if not int(topic.error_code):
+                every[topic.name] = [int(p.partition_index) for p in topic.partitions]
+        nodes = [int(b.node_id) for b in meta.brokers]
+        sizes = await asyncio.gather(*(_held(kafka, n, every) for n in nodes))
+        found = dict(zip(nodes, sizes, strict=True))
+        kafka.cache["disk"] = (now, found)
+    return [found.get(int(b.node_id)) for b in meta.brokers]
 
 
-async def log_sizes(
+async def _held(kafka: KafkaSession, node: int, topics: dict[str, list[int]]) -> int | None:
+    parts = await asyncio.gather(*(_sizes(kafka, node, part) for part in chunks(topics)))
+    if any(p is None for p in parts):
+        return None
+    return sum(sum(p.values()) for p in parts if p is not None)
+
+
+async def _sizes(
     kafka: KafkaSession, node: int, topics: dict[str, list[int]]
-) -> dict[tuple[str, int], int]:
-    """The size of each of ``topics``' partitions held by one broker (DescribeLogDirs);
-    empty when it cannot be told."""
+) -> dict[tuple[str, int], int] | None:
     body = tuple(
         entity(DESCRIBE_LOG_DIRS, "DescribableLogDirTopic", topic=t, partitions=tuple(ps))
         for t, ps in topics.items()
@@ -99,12 +109,25 @@ async def log_sizes(
     try:
         response = await kafka.send(DESCRIBE_LOG_DIRS, node, topics=body)
     except HttpError:
-        return {}
-    out: dict[tuple[str, int], int] = {}
+        return None
     if int(response.error_code):
-        return out
+        return None
+    out: dict[tuple[str, int], int] = {}
     for result in response.results:
+        if int(result.error_code):
+            continue
         for topic in result.topics:
             for p in topic.partitions:
                 out[(topic.name, int(p.partition_index))] = int(p.partition_size)
+    return out
+
+
+async def log_sizes(
+    kafka: KafkaSession, node: int, topics: dict[str, list[int]]
+) -> dict[tuple[str, int], int]:
+    """The size of each of ``topics``' partitions held by one broker (DescribeLogDirs);
+    empty when it cannot be told."""
+    out: dict[tuple[str, int], int] = {}
+    for found in await asyncio.gather(*(_sizes(kafka, node, part) for part in chunks(topics))):
+        out.update(found or {})
     return out
