@@ -102,6 +102,40 @@ def test_truncate_then_append_equals_a_log_that_never_had_the_tail(tmp_path_fact
     assert reopened.end_offset == boundary + 2
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=HC)
+@given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=20), data=st.data())
+def test_a_follower_made_leader_takes_the_producers_retries_once(tmp_path_factory, sizes,
+                                                                  data):
+    """An idempotent producer's batches went to the old leader; the follower had copied
+    some of them when it was made leader. The producer sends again the batches it had
+    no answer for (at most 5: its requests in flight), in order: the ones the follower
+    copied are duplicates, answered with their offsets on the old leader, the others
+    are appended after them, so that every batch is in the new leader's log once, at
+    the offset it had on the old leader, as Kafka's follower keeps the producer state
+    of what it replicates."""
+    base = tmp_path_factory.mktemp("p")
+    pid = 7
+    old = leader_log(base / "a" / "t-0", sizes, pid=pid)
+    firsts = [sum(sizes[:i]) for i in range(len(sizes))]
+    n = len(sizes)
+    unanswered = data.draw(st.integers(max(0, n - 5), n), label="first batch sent again")
+    # Every batch answered before it is on the follower (acks=all).
+    copied = data.draw(st.integers(unanswered, n), label="batches copied")
+    follower = open_log(base / "b" / "t-0")
+    end = firsts[copied] if copied < n else old.end_offset
+    while follower.end_offset < end:
+        chunk = old.read(follower.end_offset, 1 << 20, max_offset=end)
+        follower.append_replicated(chunk, NOW)
+    follower.leader_epoch = 1
+    for i in range(unanswered, n):
+        result = append(follower, client_batch(sizes[i], ts=NOW + i, value=b"%d" % i * 9,
+                                               pid=pid, epoch=0, seq=firsts[i]))
+        assert result.duplicate == (i < copied)
+        assert result.base_offset == firsts[i]
+    assert follower.end_offset == old.end_offset
+    assert [r.value for r in all_records(follower)] == [r.value for r in all_records(old)]
+
+
 def test_truncation_drops_later_epochs_and_lowers_the_high_watermark(tmp_path):
     log = leader_log(tmp_path / "t-0", [2] * 10, epochs=(1, 2))
     assert log.epochs.entries == [(1, 0), (2, 10)]

@@ -774,13 +774,24 @@ class ReplicaManager:
     # -- what handlers, metrics and tools ask -------------------------------------------------
 
     def leading(self, topic: str, partition: int, leader_epoch: int) -> PartitionLog | None:
-        """The log of a partition this broker leads at ``leader_epoch`` (the view's), else
-        None: also while the view says so but leadership is not taken up yet."""
+        """The log of a partition the view says this broker leads at ``leader_epoch``, if
+        its leadership is taken up, else None (a follower the view has just made leader
+        serves nothing until it takes the leadership up).
+
+        A leader whose epoch the view has raised while it stays the leader (a reassignment
+        completed, fencing the replicas it removed) goes on leading at the epoch it has
+        until it takes the new one up, as Kafka's leader does until its LeaderAndIsr
+        request arrives: it is what it served a moment before the view changed. Refusing
+        it for that moment would answer one batch of an idempotent producer's pipeline
+        NOT_LEADER_OR_FOLLOWER, unwritten, and the next, checked once the new epoch is
+        taken up, OUT_OF_ORDER_SEQUENCE_NUMBER; librdkafka answers that with a new
+        producer epoch, sending again under it every batch not yet acknowledged on any
+        partition, also those written whose answer a leader move lost: stored twice."""
         replica = self.replicas.get((topic, partition))
         if (
             replica is None
             or replica.role != LEADER
-            or replica.leader_epoch != leader_epoch
+            or replica.leader_epoch > leader_epoch
             or replica.log.closed
         ):
             return None
