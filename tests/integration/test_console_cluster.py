@@ -200,8 +200,9 @@ def test_aggregates_of_every_leader_through_one_broker(cluster_factory: Any) -> 
     assert "http_api" not in cluster.get_json("/brokers/ids/3")
     solo = "fwd-solo"
     admin = cluster.admin(1)
-    admin.create_topics([NewTopic(solo, num_partitions=2, replica_assignment=[[3], [1]], config=VERSIONED)]
-                        )[solo].result(30)
+    solo_topic = NewTopic(solo, num_partitions=2, replica_assignment=[[3], [1]],
+                          config=VERSIONED)
+    admin.create_topics([solo_topic])[solo].result(30)
     cluster.wait_topic(solo, 2)
     key = next(f"k{n}" for n in range(100) if partition_for_key(f"k{n}".encode(), 2) == 0)
     status, doc = api_call(c, "GET", f"aggregates/{solo}/{key}")
