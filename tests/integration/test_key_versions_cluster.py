@@ -5,7 +5,8 @@ index agrees with its own log and with the other replicas' (followers index the
 versions in the leader's chronik-version headers, never numbering records themselves);
 after the leader is killed with SIGKILL the new leader goes on with the right versions,
 no gap, no duplicate, a stale expected version refused; the HTTP API of a broker that
-does not lead a key's partition answers 421 naming the leader.
+does not lead a key's partition forwards the request to the leader's and passes its
+answer back (a request already forwarded is answered 421 naming the leader).
 
 The indexes are read from each broker's key-versions.db through KeyIndex on a read-only
 connection while the brokers run (the file is WAL; a reader sees the last committed
@@ -91,10 +92,12 @@ def http_port(cluster: Cluster, i: int) -> int:
     return int(cluster.broker(i).config["http.listen"].rsplit(":", 1)[1])
 
 
-def http_get(cluster: Cluster, i: int, path: str) -> tuple[int, dict]:
+def http_get(cluster: Cluster, i: int, path: str,
+             headers: dict | None = None) -> tuple[int, dict]:
     url = f"http://127.0.0.1:{http_port(cluster, i)}{path}"
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        req = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(req, timeout=40) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -242,22 +245,35 @@ def test_followers_index_the_versions_their_leader_gave(cluster: Cluster, topic:
     assert sum(len(v) > 0 for v in counts.values()) >= 2, "the keys should spread"
 
 
-def test_http_api_off_the_leader_answers_421_with_the_leader(cluster: Cluster, topic: str):
+FORWARDED = {"chronik-forwarded": "1"}
+
+
+def test_http_api_off_the_leader_forwards_to_it(cluster: Cluster, topic: str):
     for key in KEYS[:3]:
         p = partition_for_key(key, PARTITIONS)
         lead = leader(cluster, topic, p)
-        status, body = http_get(cluster, lead, key_path(topic, key))
-        assert status == 200 and body["partition"] == p and body["version_count"] >= 4
+        status, probe = http_get(cluster, lead, key_path(topic, key))
+        assert status == 200 and probe["partition"] == p and probe["version_count"] >= 4
+        _, events = http_get(cluster, lead, key_path(topic, key) + "/events")
         for i in cluster.ids:
             if i == lead:
                 continue
+            # Answered by the leader, through broker i.
+            assert http_get(cluster, i, key_path(topic, key)) == (200, probe)
+            assert http_get(cluster, i, key_path(topic, key) + "/events") == (200, events)
+            status, body = http_post(cluster, i, key_path(topic, key) + "/events",
+                                     {"events": [{"value": "x"}]}, {"If-Match": '"99"'})
+            assert (status, body["error"]) == (412, "version_conflict"), body
+            assert body["actual"] == probe["version_count"]
+            # A request forwarded already is never forwarded again.
             for path in (key_path(topic, key), key_path(topic, key) + "/events"):
-                status, body = http_get(cluster, i, path)
+                status, body = http_get(cluster, i, path, FORWARDED)
                 assert status == 421, (i, path, body)
                 assert body["error"] == "not_leader"
                 assert body["leader"] == lead and body["partition"] == p
             status, body = http_post(cluster, i, key_path(topic, key) + "/events",
-                                     {"events": [{"value": "x"}]}, {"If-Match": '"99"'})
+                                     {"events": [{"value": "x"}]},
+                                     {"If-Match": '"99"', **FORWARDED})
             assert status == 421 and body["leader"] == lead
 
 
@@ -305,32 +321,41 @@ def test_conditional_appends_go_on_after_the_leader_is_killed(cluster: Cluster, 
     assert counts[p][key] == 8
     lead = leader(cluster, topic, p)
     other = next(i for i in cluster.ids if i != lead)
-    status, body = http_get(cluster, other, key_path(topic, key))
+    status, body = http_get(cluster, other, key_path(topic, key), FORWARDED)
     assert status == 421 and body["leader"] == lead
+    status, body = http_get(cluster, other, key_path(topic, key))
+    assert status == 200 and body["version_count"] == 8
     status, body = http_get(cluster, lead, key_path(topic, key))
     assert status == 200 and body["version_count"] == 8
 
 
 def test_http_api_without_a_leader_answers_503_not_421(cluster: Cluster):
-    """A partition whose only replica is down has no leader: the API says 503 (try again
-    later), not 421 pointing at no broker (-1) or at the dead one."""
+    """A partition whose only replica is down: while its broker is still registered the
+    forward finds nobody there (503 leader_unreachable); once it has no leader the API
+    says 503 leader_not_available (try again later), not 421 pointing at no broker (-1)
+    or at the dead one."""
     name = topic_name("kvc1")
     create_replicated_topic(cluster, name, PARTITIONS, rf=1, **{"key.versioning.enable": "true"})
     key = KEYS[0]
     p = partition_for_key(key, PARTITIONS)
     lead = leader(cluster, name, p)
     other = next(i for i in cluster.ids if i != lead)
-    status, body = http_get(cluster, other, key_path(name, key))
+    status, body = http_get(cluster, other, key_path(name, key), FORWARDED)
     assert status == 421 and body["leader"] == lead
+    assert http_get(cluster, other, key_path(name, key))[0] == 200
     cluster.kill(lead)
     try:
+        # Its ZooKeeper session lasts seconds more: still named leader, nobody answers.
+        status, body = http_get(cluster, other, key_path(name, key))
+        assert (status, body["error"], body["leader"]) == (503, "leader_unreachable", lead), body
+        assert f"broker {lead} did not answer" in body["message"]
         wait_until(lambda: lead not in cluster.live_ids(), f"broker {lead}'s session gone")
         status, body = wait_until(
-            lambda: (r := http_get(cluster, other, key_path(name, key)))[0] != 421 and r,
-            "a leaderless partition not answered 421", 20,
+            lambda: (r := http_get(cluster, other, key_path(name, key)))[1]["error"]
+            == "leader_not_available" and r,
+            "a leaderless partition answered leader_not_available", 20,
         )
-        assert status == 503 and body["error"] == "leader_not_available", body
-        assert "leader" not in body
+        assert status == 503 and "leader" not in body
     finally:
         cluster.start(lead)
     status, body = wait_until(

@@ -106,6 +106,18 @@ def test_znode_values_are_kafkas():
     assert parsed.endpoints == endpoints
     assert parsed.endpoint("EXTERNAL") == ("e.example", 9094)
     assert parsed.endpoint("PLAINTEXT") == parsed.endpoint("UNKNOWN") == ("h", 9092)
+    # chronik's own fields (the registry's URL, the HTTP listener's) only when served;
+    # Kafka's readers ignore them, and ours ignore fields they do not know.
+    assert "http_api" not in broker and "schema_registry" not in broker
+    served = BrokerInfo(2, "h", 9092, schema_registry="http://h:8081", http_api="https://h:8443")
+    value = json.loads(znodes.broker_value(served))
+    assert (value["schema_registry"], value["http_api"]) == ("http://h:8081", "https://h:8443")
+    parsed = znodes.parse_broker(2, znodes.broker_value(served), epoch=12)
+    assert (parsed.schema_registry, parsed.http_api, parsed.epoch) == (
+        "http://h:8081", "https://h:8443", 12)
+    value.update(http_api=7, kraft_field={"x": 1})
+    parsed = znodes.parse_broker(2, json.dumps(value).encode())
+    assert parsed.http_api is None and parsed.schema_registry == "http://h:8081"
     assert znodes.parse_controller(znodes.controller_value(7)) == 7
     assert znodes.parse_controller(b"junk") == -1
 

@@ -1,9 +1,13 @@
 """The web console's parts that need no broker (chronik.http.console): sessions and their
 limits, settings and the listener the console uses, static file names, paging, how
-values are rendered, consumer protocol assignments and Kafka errors as HTTP statuses."""
+values are rendered, consumer protocol assignments, Kafka errors as HTTP statuses, the
+message browser's offsets to go on from, and an aggregate whose partition another broker
+leads read and appended there with the session's credentials."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import struct
 
@@ -11,9 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chronik.http.console import aggregates
 from chronik.http.console.groups import assignment_of
 from chronik.http.console.kafka import KafkaSession, status_of
-from chronik.http.console.messages import render
+from chronik.http.console.messages import parse_offsets, render
 from chronik.http.console.params import page
 from chronik.http.console.sessions import COOKIE, Sessions, cookie_value, set_cookie
 from chronik.http.console.settings import (
@@ -23,8 +28,10 @@ from chronik.http.console.settings import (
     is_loopback,
 )
 from chronik.http.console.static import static_file
-from chronik.http.server import HttpError
+from chronik.http.leader_forward import LeaderUnreachable
+from chronik.http.server import HttpError, Request, Response
 from chronik.security.listeners import ListenerSpec
+from chronik.security.sasl_client import Credentials
 
 
 class Clock:
@@ -224,3 +231,113 @@ def test_metadata_is_shared_by_a_principals_sessions_for_a_second() -> None:
         assert asked == ["User:a", "User:b", "User:a", "User:a"]
 
     asyncio.run(scenario())
+
+
+# -- going on over all partitions (offsets=P:N,...) --------------------------------------
+
+
+def test_offsets_to_go_on_from() -> None:
+    assert parse_offsets("", {0, 1}) is None
+    assert parse_offsets("0:5,1:0", {0, 1}) == {0: 5, 1: 0}
+    assert parse_offsets(" 1:7 ", {0, 1}) == {1: 7}  # a partition not named: as `from` says
+    for bad in ("0:5,0:6", "2:1", "0:-1", "0", "0:", ":3", "x:1", "0:1:2", "0:1,", "0:" + "9" * 20,
+                "0:" + str(2**62), ",".join(f"0:{i}" for i in range(5))):
+        with pytest.raises(HttpError) as refused:
+            parse_offsets(bad, {0, 1})
+        assert refused.value.status == 400, bad
+
+
+@given(st.dictionaries(st.integers(0, 2**31 - 1), st.integers(0, 2**62 - 1), max_size=20))
+def test_any_next_offsets_parse_back(offsets: dict[int, int]) -> None:
+    text = ",".join(f"{p}:{o}" for p, o in offsets.items())
+    assert parse_offsets(text, set(offsets)) == (offsets or None)
+
+
+# -- an aggregate whose partition another broker leads -----------------------------------
+
+
+class ElsewhereStore:
+    """An event store whose every key is led by broker 3, which answers ``answer``."""
+
+    def __init__(self, answer: tuple[int, object] | Exception) -> None:
+        self.answer = answer
+        self.sent: list[tuple[int, Request]] = []
+
+    def _elsewhere(self) -> HttpError:
+        return HttpError(421, "not_leader", "partition 1 of 'ev' is led by broker 3",
+                         partition=1, leader=3)
+
+    async def read_events(self, *args: object) -> Response:
+        raise self._elsewhere()
+
+    async def append_events(self, *args: object) -> Response:
+        raise self._elsewhere()
+
+    async def at_leader(self, leader: int, request: Request) -> Response:
+        self.sent.append((leader, request))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        status, body = self.answer
+        return status, json.dumps(body).encode(), {"Content-Type": "application/json"}
+
+
+def test_an_aggregate_led_elsewhere_is_read_and_appended_at_its_leader() -> None:
+    event = {"version": 0, "offset": 4, "timestamp": 1, "value": '{"a":1}',
+             "value_encoding": "utf-8", "headers": []}
+    store = ElsewhereStore((200, {"partition": 1, "version_count": 1, "events": [event],
+                                  "next_version": None}))
+    asked = Request("GET", "/console/api/aggregates/ev/k", {}, "127.0.0.1")
+    alice = Credentials("alice", "pa:ss wörd")
+    found = asyncio.run(aggregates.read_aggregate(
+        store, asked, "User:alice", "ev", "k/ü", {"limit": "5"}, alice))
+    assert found["partition"] == 1 and found["events"][0]["value_format"] == "json"
+    leader, sent = store.sent[0]
+    assert leader == 3 and sent.method == "GET"
+    assert sent.path == "/v1/topics/ev/keys/k%2F%C3%BC/events"
+    assert sent.query == "from_version=0&limit=5"
+    user, _, password = base64.b64decode(sent.headers["authorization"].split()[1]).decode() \
+        .partition(":")
+    assert (user, password) == ("alice", "pa:ss wörd")
+
+    store = ElsewhereStore((201, {"partition": 1, "versions": [2, 3], "offsets": [8, 9]}))
+    written = asyncio.run(aggregates.append_aggregate(
+        store, asked, None, "ev", "k", {"expected_version": 2, "events": [{"value": "x"}] * 2}))
+    assert written == {"partition": 1, "first_version": 2, "last_version": 3, "offsets": [8, 9]}
+    _, sent = store.sent[0]
+    assert sent.method == "POST" and sent.headers["if-match"] == '"2"'
+    assert "authorization" not in sent.headers  # an open broker's session has none
+    assert json.loads(sent.body) == {"events": [{"value": "x"}] * 2}
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "error"),
+    [
+        ((412, {"error": "version_conflict", "message": "conflict", "actual": 5}), 409,
+         "version_conflict"),
+        ((403, {"error": "forbidden", "message": "no WRITE"}), 403, "forbidden"),
+        ((421, {"error": "not_leader", "message": "moved", "leader": 2}), 503,
+         "leader_unreachable"),
+        ((502, "not json"), 503, "leader_unreachable"),
+        (LeaderUnreachable("broker 3 serves no HTTP listener (http.listen)"), 503,
+         "leader_unreachable"),
+    ],
+)
+def test_a_leaders_refusal_comes_back(answer: object, status: int, error: str) -> None:
+    store = ElsewhereStore(answer)  # type: ignore[arg-type]
+    asked = Request("POST", "/console/api/aggregates/ev/k", {}, "127.0.0.1")
+    with pytest.raises(HttpError) as refused:
+        asyncio.run(aggregates.append_aggregate(
+            store, asked, None, "ev", "k", {"expected_version": 1, "events": [{"value": "x"}]}))
+    assert (refused.value.status, refused.value.body["error"]) == (status, error)
+    if status == 409:
+        assert refused.value.body["current_version"] == 5
+    if error == "leader_unreachable":
+        assert "broker 3" in refused.value.body["message"]
+        assert refused.value.body["leader"] == 3
+
+
+def test_a_session_keeps_its_credentials_out_of_sight() -> None:
+    sessions = Sessions(2, 60)
+    session = sessions.create("User:alice", kafka(), Credentials("alice", "s3cret-pw"))
+    assert session.credentials is not None and session.credentials.password == "s3cret-pw"
+    assert "s3cret-pw" not in repr(session)

@@ -190,6 +190,25 @@ class Broker:
             self.cluster.registry_url = lambda: self.registry_api.url if self.registry_api else None
         self.registry.start()
 
+    async def _bind_http(self, listen: str) -> None:
+        try:
+            self.http_api = HttpApi(self)
+            self.http_port = await self.http_api.bind(
+                listen, self.security.inter_broker.advertised()[0]
+            )
+        except ValueError as exc:
+            raise BrokerStartError(str(exc)) from None
+        if self.cluster is not None:
+            self.cluster.http_url = lambda: self.http_api.url if self.http_api else None
+
+    def http_url_of(self, node_id: int) -> str | None:
+        """The HTTP listener URL of a broker (event store, console): this one's, or as
+        registered."""
+        if node_id == self.node_id or self.cluster is None:
+            return self.http_api.url if self.http_api is not None else None
+        info = self.cluster.broker_info(node_id)
+        return info.http_api if info is not None else None
+
     def registry_url_of(self, node_id: int) -> str | None:
         """The schema registry URL of a broker: this one's, or as registered."""
         if node_id == self.node_id or self.cluster is None:
@@ -285,6 +304,10 @@ class Broker:
         if self.registry_listen:
             # Bound before the cluster is joined: its URL is part of the registration.
             await self._start_registry(self.registry_listen)
+        if self.http_listen:
+            # Bound before the cluster is joined too (its URL is registered, for requests
+            # forwarded to the partitions led here); served once the broker is.
+            await self._bind_http(self.http_listen)
         if self.cluster is not None:
             # The cluster's dynamic broker configs (/config/brokers) follow the view.
             view = self.cluster.view
@@ -304,12 +327,8 @@ class Broker:
         if self.metrics_listen:
             host, _, port = self.metrics_listen.rpartition(":")
             self.metrics_port = await self.metrics.serve(host or "127.0.0.1", int(port))
-        if self.http_listen:
-            try:
-                self.http_api = HttpApi(self)
-                self.http_port = await self.http_api.serve(self.http_listen)
-            except ValueError as exc:
-                raise BrokerStartError(str(exc)) from None
+        if self.http_api is not None:
+            await self.http_api.start()
         log.info(
             "chronik broker %s listening on %s, data in %s",
             self.node_id,

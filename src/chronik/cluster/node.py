@@ -101,8 +101,10 @@ class ClusterNode:
         self.wake_fetches: Callable[..., None] = lambda log, followers=True: None
         self._coordinators: dict[str, PartitionCoordinator] = {}
         self._on_topic_deleted: Callable[[str], None] | None = None
-        # The base URL of this broker's schema registry, registered with its endpoints.
+        # The base URLs of this broker's schema registry and HTTP listener, registered
+        # with its endpoints.
         self.registry_url: Callable[[], str | None] = lambda: None
+        self.http_url: Callable[[], str | None] = lambda: None
         self.node_id = config.node_id
         self.rack = config.rack
         self.session = ZkSession(
@@ -597,7 +599,10 @@ class ClusterNode:
             for spec in self.security.listeners
         )
         host, port = self._advertised()
-        return BrokerInfo(self.node_id, host, port, self.rack, endpoints, self.registry_url())
+        return BrokerInfo(
+            self.node_id, host, port, self.rack, endpoints,
+            schema_registry=self.registry_url(), http_api=self.http_url(),
+        )
 
     def broker_info(self, node_id: int) -> BrokerInfo | None:
         for info in self.live_brokers():

@@ -6,7 +6,9 @@
 #                                    "endpoints":["PLAINTEXT://h:p"],"listener_security_
 #                                    protocol_map":{"PLAINTEXT":"PLAINTEXT"},"rack":r|null,
 #                                    "jmx_port":-1,"features":{},"timestamp":"<ms>",
-#                                    "schema_registry":"http://h:p" (chronik's, when served)};
+#                                    "schema_registry":"http://h:p" (chronik's, when served),
+#                                    "http_api":"http://h:p" (chronik's: its HTTP listener,
+#                                    event store and console, when served)};
 #                                    its czxid is the broker epoch (Kafka's, KIP-380)
 #   /controller                      ephemeral {"version":1,"brokerid":N,"timestamp":"<ms>"}
 #   /controller_epoch                the epoch as a decimal string, "1" for the first
@@ -188,6 +190,9 @@ class BrokerInfo:
     endpoints: tuple[tuple[str, str, str, int], ...] = ()
     # The base URL of its schema registry (chronik's field; Kafka's readers ignore it).
     schema_registry: str | None = None
+    # The base URL of its HTTP listener: the event store's API and the console (chronik's
+    # field too), where requests about partitions it leads are forwarded.
+    http_api: str | None = None
     # The broker epoch: the czxid of the registration, new with each registration (not
     # in the JSON); -1 when not read from ZooKeeper.
     epoch: int = -1
@@ -215,6 +220,7 @@ def broker_value(info: BrokerInfo) -> bytes:
             "timestamp": _now_ms(),
             "rack": info.rack,
             **({"schema_registry": info.schema_registry} if info.schema_registry else {}),
+            **({"http_api": info.http_api} if info.http_api else {}),
         }
     )
 
@@ -232,14 +238,16 @@ def parse_broker(node_id: int, data: bytes, epoch: int = -1) -> BrokerInfo:
     if (host is None or port == -1) and endpoints:
         host, port = endpoints[0][2], endpoints[0][3]
     registry = value.get("schema_registry")
+    http_api = value.get("http_api")
     return BrokerInfo(
         node_id,
         str(host),
         int(port),
         value.get("rack"),
         tuple(endpoints),
-        registry if isinstance(registry, str) else None,
-        epoch,
+        schema_registry=registry if isinstance(registry, str) else None,
+        http_api=http_api if isinstance(http_api, str) else None,
+        epoch=epoch,
     )
 
 

@@ -26,9 +26,14 @@ append builds one record batch (the first record carries chronik-expected-versio
 appends it as Produce does, answering once it is durable as acks=all is.
 
 The partition of a key: the one whose index already has the key, else Kafka's default
-partitioner for keyed records (chronik.records.partitioner). In a cluster, a partition
-another broker leads is answered 421 with that broker's id; one without a live leader
-(or not yet served by the broker named leader) 503 leader_not_available.
+partitioner for keyed records (chronik.records.partitioner). In a cluster, a request
+about a partition another broker leads is forwarded to that broker's HTTP listener, as
+it came (credentials, If-Match), and its answer passed back (chronik.http.leader_forward:
+one hop at most, marked ``chronik-forwarded``). It is answered 421 with the leader's id
+when the leader serves no HTTP listener, or when it came forwarded and this broker does
+not lead the partition (any more); 503 leader_unreachable when the leader does not
+answer; 503 leader_not_available when the partition has no live leader (or is not yet
+served by the broker named leader).
 
 Security: with an authorizer or a SASL listener, every request needs HTTP Basic
 credentials, checked against the SCRAM credential store as SASL PLAIN checks them
@@ -63,6 +68,7 @@ from chronik.http.event_schemas import (
     value_decoder,
     writer_schema,
 )
+from chronik.http.leader_forward import FORWARDED, LeaderForward, LeaderUnreachable, led_by
 from chronik.http.server import (
     HttpError,
     HttpServer,
@@ -96,6 +102,8 @@ MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 MAX_EVENTS = 1000
 DURABLE_TIMEOUT_S = 30.0
+# A forwarded request waits for the leader's answer, an append's durability included.
+FORWARD_TIMEOUT_S = DURABLE_TIMEOUT_S + 5.0
 OPENAPI = "eventstore-openapi.yaml"
 
 DEFAULTS = {
@@ -128,6 +136,8 @@ class EventStoreServices(Protocol):
 
     def partition_count(self, name: str) -> int | None: ...
 
+    def http_url_of(self, node_id: int) -> str | None: ...
+
 
 class HttpApi:
     def __init__(self, broker: EventStoreServices) -> None:
@@ -138,17 +148,35 @@ class HttpApi:
         self._openapi: bytes | None = None
         # The web console (chronik.http.console) on the same listener, when enabled.
         self.console: Console | None = None
+        # Requests about partitions other brokers lead go to their HTTP listeners.
+        self.leaders = LeaderForward(
+            broker.http_url_of, broker.security.tls_settings, FORWARD_TIMEOUT_S
+        )
+        # This listener's base URL as other brokers reach it (registered in ZooKeeper).
+        self.url: str | None = None
 
     async def serve(self, listen: str) -> int:
+        bound = await self.bind(listen)
+        await self.start()
+        return bound
+
+    async def bind(self, listen: str, advertised_host: str | None = None) -> int:
+        """Bind the listener (connections wait until start()): the bound port. A cluster
+        broker binds before it registers, so that its registration names the URL."""
         host, _, tls = parse_listen(listen)
         self._start_console(host, tls)
         scheme, host, bound = await self.server.serve_listen(
-            listen, self.broker.security.tls, "http.listen"
+            listen, self.broker.security.tls, "http.listen", start=False
         )
+        shown = advertised_host or (host if host not in ("0.0.0.0", "::", "") else "127.0.0.1")
+        self.url = f"{scheme}://{shown}:{bound}"
         log.info("event store HTTP API on %s://%s:%d/v1/", scheme, host, bound)
         if self.console is not None:
             log.info("web console on %s://%s:%d/console/", scheme, host, bound)
         return bound
+
+    async def start(self) -> None:
+        await self.server.start_serving()
 
     def _start_console(self, host: str, tls: bool) -> None:
         """The console, if console.enable (or its loopback default) says so; ValueError
@@ -181,6 +209,11 @@ class HttpApi:
     ) -> Response:
         return await self._append(request, principal, topic, key, query)
 
+    async def at_leader(self, leader: int, request: Request) -> Response:
+        """``request`` (one of /v1/topics/...) answered by broker ``leader``'s HTTP
+        listener; raises LeaderUnreachable."""
+        return await self.leaders.send(request, leader)
+
     # -- requests -------------------------------------------------------------------------
     async def _route(self, request: Request) -> Response:
         if self.console is not None and (
@@ -205,13 +238,37 @@ class HttpApi:
             raise HttpError(400, "bad_request", "empty topic name")
         if len(rest) == 4:
             allow(request, "GET")
-            principal = await self.auth.principal(request)
-            return self._probe(request, principal, topic, key)
-        allow(request, "GET", "POST")
+        else:
+            allow(request, "GET", "POST")
         principal = await self.auth.principal(request)
-        if request.method == "GET":
-            return await self._read(request, principal, topic, key, query)
-        return await self._append(request, principal, topic, key, query)
+        try:
+            if len(rest) == 4:
+                return self._probe(request, principal, topic, key)
+            if request.method == "GET":
+                return await self._read(request, principal, topic, key, query)
+            return await self._append(request, principal, topic, key, query)
+        except HttpError as exc:
+            leader = led_by(exc)
+            if leader is None or request.headers.get(FORWARDED):
+                raise  # one hop at most: a forwarded request is answered here
+            return await self._forward(request, leader, exc)
+
+    async def _forward(self, request: Request, leader: int, refused: HttpError) -> Response:
+        """The leader's answer to a request about a partition it leads; the 421 itself
+        when the leader serves no HTTP listener (a client may still reach it by Kafka)."""
+        partition = refused.body.get("partition")
+        if not self.leaders.serves(leader):
+            refused.body["message"] = (
+                f"{refused.body['message']}, which serves no HTTP listener (http.listen)"
+            )
+            raise refused
+        try:
+            return await self.leaders.send(request, leader)
+        except LeaderUnreachable as exc:
+            raise HttpError(
+                503, "leader_unreachable", f"partition {partition}: {exc}",
+                partition=partition, leader=leader,
+            ) from None
 
     def _openapi_bytes(self) -> bytes:
         if self._openapi is None:

@@ -1,7 +1,9 @@
 """A request passed on to another broker's HTTP listener as it came (method, path and
 query, body, credentials and content type), and its answer passed back: how a broker
-that is not the schema registry's primary serves a write. HTTP/1.1, one request per
-connection, a bounded answer (Content-Length only, as our own server sends).
+that is not the schema registry's primary serves a write, and how the event store's API
+and the console serve a key whose partition another broker leads
+(chronik.http.leader_forward). HTTP/1.1, one request per connection, a bounded answer
+(Content-Length only, as our own server sends).
 """
 
 from __future__ import annotations
@@ -27,10 +29,14 @@ async def forward(
     timeout: float,
     tls: ssl.SSLContext | None = None,
     extra: dict[str, str] | None = None,
+    names: tuple[str, ...] = FORWARDED_HEADERS,
 ) -> tuple[int, bytes, dict[str, str]]:
-    """(status, body, headers by lower-case name) of ``request`` sent to host:port."""
+    """(status, body, headers by lower-case name) of ``request`` sent to host:port, with
+    the request's headers of ``names`` and the ``extra`` ones."""
     try:
-        return await asyncio.wait_for(_exchange(request, host, port, tls, extra or {}), timeout)
+        return await asyncio.wait_for(
+            _exchange(request, host, port, tls, extra or {}, names), timeout
+        )
     except TimeoutError:
         raise ForwardFailed(f"no answer from {host}:{port} in {timeout:g} s") from None
     except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
@@ -38,7 +44,12 @@ async def forward(
 
 
 async def _exchange(
-    request: Request, host: str, port: int, tls: ssl.SSLContext | None, extra: dict[str, str]
+    request: Request,
+    host: str,
+    port: int,
+    tls: ssl.SSLContext | None,
+    extra: dict[str, str],
+    names: tuple[str, ...],
 ) -> tuple[int, bytes, dict[str, str]]:
     reader, writer = await asyncio.open_connection(
         host, port, ssl=tls, server_hostname=host if tls else None
@@ -46,7 +57,7 @@ async def _exchange(
     try:
         target = request.path + (f"?{request.query}" if request.query else "")
         lines = [f"{request.method} {target} HTTP/1.1", f"Host: {host}:{port}"]
-        for name in FORWARDED_HEADERS:
+        for name in names:
             if name in request.headers:
                 lines.append(f"{name}: {request.headers[name]}")
         lines.extend(f"{name}: {value}" for name, value in extra.items())

@@ -110,25 +110,33 @@ class HttpServer:
         self._connections: set[asyncio.Task[None]] = set()
 
     async def serve_listen(
-        self, listen: str, tls: ssl.SSLContext | None, setting: str
+        self, listen: str, tls: ssl.SSLContext | None, setting: str, start: bool = True
     ) -> tuple[str, str, int]:
         """Bind to ``listen`` ([http[s]://]HOST:PORT, the value of ``setting``): (scheme,
-        host, bound port). https:// needs the broker's TLS context ``tls``."""
+        host, bound port). https:// needs the broker's TLS context ``tls``. Without
+        ``start``, connections wait in the backlog until start_serving()."""
         host, port, secure = parse_listen(listen)
         if secure and tls is None:
             raise ValueError(
                 f"https:// in {setting} needs the broker's TLS key store "
                 "(a listener with SSL and ssl.keystore.location)"
             )
-        bound = await self.serve(host, port, tls if secure else None)
+        bound = await self.serve(host, port, tls if secure else None, start)
         return ("https" if secure else "http"), host, bound
 
-    async def serve(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
-        """Listen; returns the bound port."""
+    async def serve(
+        self, host: str, port: int, ssl_context: ssl.SSLContext | None = None, start: bool = True
+    ) -> int:
+        """Listen (bind only, without ``start``); returns the bound port."""
         self._server = await asyncio.start_server(
-            self._accept, host, port, limit=MAX_HEAD_BYTES, reuse_address=True, ssl=ssl_context
+            self._accept, host, port, limit=MAX_HEAD_BYTES, reuse_address=True, ssl=ssl_context,
+            start_serving=start,
         )
         return int(self._server.sockets[0].getsockname()[1])
+
+    async def start_serving(self) -> None:
+        if self._server is not None:
+            await self._server.start_serving()
 
     async def close(self) -> None:
         if self._server is not None:

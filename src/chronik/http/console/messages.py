@@ -4,10 +4,18 @@ leaders, as the session's principal (READ on the topic, as any consumer).
 Where a read starts: ``from=beginning`` (the log start), ``offset`` (``offset=N``, clamped
 to the log), ``timestamp`` (``timestamp=MS``: the first record at or after it, by
 ListOffsets) or ``end`` (the last ``limit`` records). Without ``partition`` every
-partition is read and the records merged by timestamp. ``key=K`` keeps the records whose
-key is exactly K's UTF-8 bytes. A request reads at most ``max_bytes`` of record batches
-(console.messages.max.bytes) in at most MAX_ROUNDS fetches, and answers where to go on:
-``next_offset`` for one partition, ``next_offsets`` per partition for all of them.
+partition is read and the records merged by timestamp, each partition's kept in offset
+order. ``key=K`` keeps the records whose key is exactly K's UTF-8 bytes. A request reads
+at most ``max_bytes`` of record batches (console.messages.max.bytes) in at most
+MAX_ROUNDS fetches, and answers where to go on:
+``next_offset`` for one partition, ``next_offsets`` per partition for all of them, and
+``at_end`` when every partition read was read to its end (its high watermark then).
+
+Going on over all partitions: ``offsets=P:N,P:N,...`` (the ``next_offsets`` of the last
+page) reads each partition named from its offset (clamped to the log) and forwards, a
+partition not named (one added since) as ``from`` says; a record cut from a page by the
+merge is not counted as read, so paging shows each record once. It names each partition
+of the topic at most once, and is refused (400) with ``partition``.
 
 Values are shown as text when UTF-8, pretty JSON when they parse, hex otherwise, and,
 when a schema registry is served and the principal may DESCRIBE ``_schemas``, framed
@@ -19,6 +27,7 @@ value does not fit it). Control batches (transaction markers) are not shown.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +53,8 @@ MAX_ROUNDS = 32
 PARTITION_MAX_BYTES = 1024 * 1024
 MIN_PARTITION_BYTES = 64 * 1024
 MAX_PARTITIONS = 10_000
+# One "P:N" of the offsets parameter: a partition (int32) and an offset (below 2**62).
+MAX_OFFSET_ITEM_CHARS = 10 + 1 + 19
 
 
 class Reading:
@@ -77,7 +88,11 @@ async def read_messages(
     key = key_text.encode("utf-8") if key_text is not None and key_text != "" else None
     meta = await kafka.topic_metadata(topic)
     led = leaders(meta)
+    going_on = parse_offsets(query.get("offsets", ""), {p for _, p in led})
     if "partition" in query and query["partition"] != "":
+        if going_on is not None:
+            raise HttpError(400, "bad_request",
+                            "offsets goes on over all partitions: give it without partition")
         index = int_param(query, "partition", None, 0, 2**31 - 1)
         if (topic, index) not in led:
             raise HttpError(404, "UNKNOWN_TOPIC_OR_PARTITION",
@@ -91,6 +106,7 @@ async def read_messages(
     unled = [p for (_, p), leader in led.items() if leader < 0]
     if single and unled:
         raise HttpError(503, "LEADER_NOT_AVAILABLE", f"{topic}-{unled[0]} has no leader now")
+    wanted = len(led)
     led = {k: v for k, v in led.items() if v >= 0}
     earliest, latest = await asyncio.gather(kafka.list_offsets(led, EARLIEST),
                                             kafka.list_offsets(led, LATEST))
@@ -108,7 +124,9 @@ async def read_messages(
                                 f"the offsets of {topic}-{index} cannot be read now")
             continue
         low, high = earliest[key_], latest[key_]
-        if start == "beginning":
+        if going_on is not None and index in going_on:
+            pos = min(max(going_on[index], low), high)
+        elif start == "beginning":
             pos = low
         elif start == "offset":
             pos = min(max(offset, low), high)
@@ -119,25 +137,59 @@ async def read_messages(
             pos = max(low, high - limit)
         readings[index] = Reading(index, leader, pos, high)
     await _fetch_all(kafka, topic, readings, limit, key, max_bytes)
-    merged = sorted(
-        ((r.timestamp, p.partition, r.offset, r, kind) for p in readings.values()
-         for r, kind in p.records),
-        key=lambda row: row[:3],
-    )
-    shown = merged[-limit:] if start == "end" else merged[:limit]
+    # Each partition's records stay in offset order (their timestamps need not be), so a
+    # page holds a run of each partition's records and one offset per partition says
+    # where the next page goes on.
+    merged = list(heapq.merge(
+        *([(r.timestamp, p.partition, r.offset, r, kind) for r, kind in p.records]
+          for p in readings.values()),
+        key=lambda row: row[:2],
+    ))
+    backwards = start == "end" and going_on is None
+    shown = merged[-limit:] if backwards else merged[:limit]
     next_offsets = {str(p.partition): p.pos for p in readings.values()}
-    if start != "end":
+    if not backwards:
         # Records read but cut by the merge come again on the next page.
         for _, partition, off, _, _ in merged[limit:]:
             next_offsets[str(partition)] = min(next_offsets[str(partition)], off)
     items = [_item(partition, r, kind, fmt, decoder) for _, partition, _, r, kind in shown]
-    body: dict[str, Any] = {"items": items}
+    # A partition not read now (no leader, no offsets) is not at its end.
+    at_end = len(readings) == wanted and all(
+        next_offsets[str(p.partition)] >= p.end for p in readings.values())
+    body: dict[str, Any] = {"items": items, "at_end": at_end}
     if single:
         body["next_offset"] = next(iter(next_offsets.values()), None)
     else:
         body["next_offset"] = None
         body["next_offsets"] = next_offsets
     return body
+
+
+def parse_offsets(text: str, partitions: set[int]) -> dict[int, int] | None:
+    """{partition: offset} of an ``offsets=P:N,P:N`` parameter (None when not given):
+    each of the topic's ``partitions`` at most once, else 400."""
+    if text == "":
+        return None
+    if len(text) > max(1, len(partitions)) * (MAX_OFFSET_ITEM_CHARS + 1):
+        raise HttpError(400, "bad_request", "offsets names more than the topic's partitions")
+    found: dict[int, int] = {}
+    for item in text.split(","):
+        p_text, sep, o_text = item.strip().partition(":")
+        if (not sep or not p_text.isdigit() or not o_text.isdigit()
+                or len(p_text) > 10 or len(o_text) > 19):
+            raise HttpError(400, "bad_request",
+                            f"offsets takes PARTITION:OFFSET,...; {item[:40]!r} is not one")
+        partition, offset = int(p_text), int(o_text)
+        if partition not in partitions:
+            raise HttpError(400, "bad_request",
+                            f"offsets names partition {partition}, which the topic does not have")
+        if partition in found:
+            raise HttpError(400, "bad_request", f"offsets names partition {partition} twice")
+        if offset >= 2**62:
+            raise HttpError(400, "bad_request", f"offset {offset} of partition {partition} "
+                            "is out of range")
+        found[partition] = offset
+    return found
 
 
 async def _fetch_all(

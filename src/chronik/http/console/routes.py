@@ -20,7 +20,9 @@ API) every API call but login and session needs a logged-in session (401). Every
 X-CSRF-Token, and a write whose Origin is not this listener's own is refused (403
 ``csrf``); login checks the Origin too. The Kafka requests behind a page are made as the
 session's principal (chronik.http.console.kafka); schemas and aggregates, which have no
-Kafka API, are read in-process with the same ACL checks as their HTTP APIs.
+Kafka API, are read in-process with the same ACL checks as their HTTP APIs (an aggregate
+whose partition another broker leads is read or appended there, through that broker's
+event store API, as the session's user: chronik.http.console.aggregates).
 """
 
 from __future__ import annotations
@@ -201,7 +203,8 @@ class Console:
             kafka, principal, rates = session.kafka, session.principal, session.rates
         else:
             kafka, principal, rates = self._anonymous_kafka(), None, {}
-        return await self._call(request, parts, query, kafka, principal, rates)
+        credentials = session.credentials if session is not None else None
+        return await self._call(request, parts, query, kafka, principal, rates, credentials)
 
     def _anonymous_kafka(self) -> KafkaSession:
         if self._anonymous is None or self._anonymous.closed:
@@ -233,8 +236,9 @@ class Console:
         mechanism = self._mechanism(user)
         if session is not None:
             self.sessions.end(session)
-        kafka = self._kafka(Credentials(user, password), mechanism, principal)
-        fresh = self.sessions.create(principal, kafka)
+        credentials = Credentials(user, password)
+        kafka = self._kafka(credentials, mechanism, principal)
+        fresh = self.sessions.create(principal, kafka, credentials)
         log.info("console login of %s from %s", principal, request.peer)
         body = {"secured": True, "principal": principal, "csrf": fresh.csrf}
         return 200, body, {"Set-Cookie": set_cookie(fresh, self.tls)}
@@ -253,7 +257,7 @@ class Console:
     # -- the API --------------------------------------------------------------------------
     async def _call(
         self, request: Request, parts: list[str], query: dict[str, str], kafka: KafkaSession,
-        principal: str | None, rates: dict[str, Any],
+        principal: str | None, rates: dict[str, Any], credentials: Credentials | None,
     ) -> Response:
         head, rest = parts[0], parts[1:]
         m = request.method
@@ -281,10 +285,11 @@ class Console:
             topic, key = rest
             if m == "GET":
                 found = await aggregates.read_aggregate(
-                    self.events, request, principal, topic, key, query)
+                    self.events, request, principal, topic, key, query, credentials)
                 return 200, found, {}
             written = await aggregates.append_aggregate(
-                self.events, request, principal, topic, key, json_body(request.body))
+                self.events, request, principal, topic, key, json_body(request.body),
+                credentials)
             return 201, {"topic": topic, "key": key, **written}, {}
         if head == "schemas":
             allow(request, "GET")

@@ -6,7 +6,9 @@ A session ends on logout or after ``timeout`` seconds without a request; at most
 ``max_sessions`` live at once, the least recently used one closed to make room (a new
 login never waits on old ones, and memory stays bounded). The password a secured
 session authenticates its Kafka connections with is kept in memory only, never in a
-response or a log line (``Credentials`` leaves it out of its repr).
+response or a log line (``Credentials`` leaves it out of its repr); it also makes the
+HTTP Basic credentials of a request the console forwards to another broker's HTTP
+listener (an aggregate whose partition that broker leads), server to server.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chronik.http.console.kafka import KafkaSession
+from chronik.security.sasl_client import Credentials
 
 COOKIE = "chronik_console"
 TOKEN_BYTES = 32
@@ -35,6 +38,8 @@ class Session:
     last_used: float = 0.0
     # (topic) -> (time, summed end offsets): the previous sample of messages per second.
     rates: dict[str, tuple[float, int]] = field(default_factory=dict, repr=False)
+    # The user's own, on a secured broker (None on an open one).
+    credentials: Credentials | None = field(default=None, repr=False)
 
     def csrf_ok(self, token: str | None) -> bool:
         return token is not None and hmac.compare_digest(token.encode(), self.csrf.encode())
@@ -55,14 +60,16 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._live)
 
-    def create(self, principal: str | None, kafka: KafkaSession) -> Session:
+    def create(
+        self, principal: str | None, kafka: KafkaSession, credentials: Credentials | None = None
+    ) -> Session:
         self.expire()
         while len(self._live) >= self.max_sessions:
             _, oldest = self._live.popitem(last=False)
             oldest.kafka.close()
         session = Session(
             secrets.token_urlsafe(TOKEN_BYTES), secrets.token_urlsafe(TOKEN_BYTES), principal,
-            kafka, self._clock(),
+            kafka, self._clock(), credentials=credentials,
         )
         self._live[session.id] = session
         return session

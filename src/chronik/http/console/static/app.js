@@ -918,7 +918,9 @@
     );
     const status = el("span", { class: "note", test: "msg-status" });
     const results = el("div", {});
-    let nextOffset = null;
+    // Where "Next page" goes on: {partition, offset} after reading one partition,
+    // {offsets: "P:N,..."} after reading all of them; null at the end.
+    let goOn = null;
     const next = el("button", { type: "button", class: "secondary", test: "msg-next", disabled: true, on: { click: () => load(true) } }, "Next page ›");
     const offsetField = field("Offset", offset);
     const tsField = field("Timestamp", timestamp);
@@ -969,8 +971,18 @@
           format: format.value,
         };
         if (more) {
-          q.from = "offset";
-          q.offset = nextOffset;
+          if (!goOn) return;
+          if (goOn.offsets !== undefined) {
+            // Every partition on from its own offset (a partition added since: from the
+            // beginning).
+            q.partition = "";
+            delete q.from;
+            q.offsets = goOn.offsets;
+          } else {
+            q.partition = goOn.partition;
+            q.from = "offset";
+            q.offset = goOn.offset;
+          }
         } else if (from.value === "offset") q.offset = offset.value;
         else if (from.value === "timestamp") q.timestamp = parseTimestamp(timestamp.value);
       } catch (err) {
@@ -982,15 +994,24 @@
         const doc = await api("GET", "topics/" + enc(topic) + "/messages" + query(q));
         if (!p.alive) return;
         showError(null);
-        // One partition goes on from next_offset; all of them answer next_offsets per
-        // partition, shown for reading one on.
-        nextOffset = doc.next_offset;
-        next.disabled = nextOffset === null || nextOffset === undefined || !doc.items.length;
+        // One partition goes on from next_offset; all of them from next_offsets, one
+        // offset per partition, sent back as offsets=P:N,P:N. at_end: nothing more to
+        // read now (a later "Load" shows records written since).
+        const all = doc.next_offsets !== undefined && doc.next_offsets !== null;
+        if (doc.at_end) goOn = null;
+        else if (all) {
+          goOn = { offsets: Object.entries(doc.next_offsets).map(([p, o]) => p + ":" + o).join(",") };
+        } else if (doc.next_offset !== null && doc.next_offset !== undefined) {
+          goOn = { partition: q.partition, offset: doc.next_offset };
+        } else goOn = null;
+        next.disabled = goOn === null;
         let where = "";
-        if (!next.disabled) where = " · next offset " + nextOffset;
-        else if (doc.next_offsets && doc.items.length) {
+        if (!all && doc.next_offset !== null && doc.next_offset !== undefined && !doc.at_end) {
+          where = " · next offset " + doc.next_offset;
+        } else if (all && (doc.items.length || !doc.at_end)) {
           where = " · partitions go on at " + Object.entries(doc.next_offsets).map(([p, o]) => p + ": " + o).join(", ");
         }
+        if (doc.at_end) where += " · at the end";
         status.textContent = doc.items.length + " record" + (doc.items.length === 1 ? "" : "s") + where;
         renderRecords(doc.items);
       } catch (err) {
