@@ -31,9 +31,8 @@ async function main() {
     browser: "firefox",
     executablePath: EXECUTABLE,
     protocol: "webDriverBiDi",
+    // puppeteer makes a fresh profile in a temporary folder and removes it on close.
     headless: true,
-    // A fresh profile each run (puppeteer makes one): no first-run pages, no updates.
-    extraPrefsFirefox: { "browser.shell.checkDefaultBrowser": false },
   });
   const pages = new Map();
   let nextPage = 1;
