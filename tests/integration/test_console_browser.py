@@ -19,7 +19,6 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -39,12 +38,23 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from chronik.eventstore import EventStore
-from conftest import BrokerProcess, free_port, wait_for_port
 
-from .browser_support import ConsolePage, chromium, require_browser
+from .browser_support import (
+    USERS,
+    Console,
+    ConsolePage,
+    Secured,
+    chromium,
+    cli_group_rows,
+    consume,
+    describe_partitions,
+    open_console,
+    require_browser,
+    secured_console,
+)
 from .cli_support import chronik
 from .helpers import BASE_TS, create_topic, topic_name, wait_until
-from .registry_support import avro_record, wait_for_registry
+from .registry_support import avro_record
 
 try:
     from playwright.sync_api import expect
@@ -52,17 +62,6 @@ except ImportError:  # require_browser() skips (or fails in CI) before any test 
     expect = None  # type: ignore[assignment]
 
 LIVE_MS = 20_000  # a few 3 s refreshes on a loaded machine
-
-
-@dataclass
-class Console:
-    broker: BrokerProcess
-    url: str
-    registry: str
-
-    @property
-    def bootstrap(self) -> str:
-        return self.broker.bootstrap
 
 
 @pytest.fixture(scope="module")
@@ -74,23 +73,8 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     require_browser()
-    http_port, registry_port = free_port(), free_port()
-    broker = BrokerProcess(
-        tmp_path_factory.mktemp("console") / "data",
-        {
-            "http.listen": f"127.0.0.1:{http_port}",
-            "console.enable": "true",
-            "schema.registry.listen": f"127.0.0.1:{registry_port}",
-        },
-    )
-    broker.start()
-    try:
-        wait_for_port(http_port, 30, proc=broker.proc)
-        registry = f"http://127.0.0.1:{registry_port}"
-        wait_for_registry(registry)
-        yield Console(broker, f"http://127.0.0.1:{http_port}", registry)
-    finally:
-        broker.kill()
+    with open_console(tmp_path_factory) as c:
+        yield c
 
 
 @pytest.fixture
@@ -137,22 +121,6 @@ def test_overview_shows_the_cluster_as_metadata_does(ui: ConsolePage, console: C
     disk = ui.cell("brokers-table", broker_id, "disk_bytes").get_attribute("title")
     assert disk is not None and int(disk.split()[0]) > 0
     ui.shot("overview")
-
-
-def describe_partitions(bootstrap: str, topic: str) -> dict[int, tuple[str, str, str]]:
-    """{partition: (leader, replicas, isr)} as `chronik topics describe` prints them."""
-    done = chronik("topics", "describe", topic, bootstrap=bootstrap)
-    assert done.returncode == 0, done.stderr
-    out = {}
-    for line in done.lines:
-        fields = dict(part.split(": ", 1) for part in line.strip().split("\t") if ": " in part)
-        if "Partition" in fields:
-            out[int(fields["Partition"])] = (
-                fields["Leader"],
-                fields["Replicas"].replace(",", ", "),
-                fields["Isr"].replace(",", ", "),
-            )
-    return out
 
 
 def test_topics_and_partitions_match_the_cli(ui: ConsolePage, console: Console) -> None:
@@ -457,29 +425,6 @@ def test_next_page_goes_on_over_all_partitions(ui: ConsolePage, console: Console
 # -- consumer groups ----------------------------------------------------------------------
 
 
-def consume(consumer: Consumer, count: int) -> None:
-    got = 0
-    deadline = time.monotonic() + 60
-    while got < count:
-        assert time.monotonic() < deadline, f"consumed {got} of {count}"
-        for msg in consumer.consume(count - got, 1.0):
-            assert msg.error() is None, msg.error()
-            got += 1
-    consumer.commit(asynchronous=False)
-
-
-def cli_group_rows(bootstrap: str, group: str) -> dict[tuple[str, int], dict[str, str]]:
-    done = chronik("groups", "describe", group, bootstrap=bootstrap)
-    assert done.returncode == 0, done.stderr
-    header, *lines = done.lines
-    names = header.split()
-    rows = {}
-    for line in lines:
-        row = dict(zip(names, line.split(), strict=False))
-        rows[(row["TOPIC"], int(row["PARTITION"]))] = row
-    return rows
-
-
 def committed(bootstrap: str, group: str, topic: str) -> int:
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
@@ -692,53 +637,12 @@ def test_a_write_without_the_csrf_token_is_refused(ui: ConsolePage, console: Con
 
 # -- a secured broker -----------------------------------------------------------------------
 
-USERS = {"admin": "admin-Pa55word", "alice": "alice-Secret-42"}
-
-
-@dataclass
-class Secured:
-    broker: BrokerProcess
-    url: str
-    sasl: str
-
-    def admin(self, user: str = "admin") -> AdminClient:
-        return AdminClient(
-            {
-                "bootstrap.servers": self.sasl,
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "SCRAM-SHA-256",
-                "sasl.username": user,
-                "sasl.password": USERS[user],
-            }
-        )
-
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     require_browser()
-    data = tmp_path_factory.mktemp("console-secured") / "data"
-    for user, password in USERS.items():
-        done = chronik(
-            "users", "add", user, "--password-stdin", "--data-dir", str(data), input=password + "\n"
-        )
-        assert done.returncode == 0, done.stderr
-    http_port, sasl_port = free_port(), free_port()
-    broker = BrokerProcess(data, {"http.listen": f"127.0.0.1:{http_port}"})
-    broker.config.update(
-        {
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},"
-            f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-            "authorizer.class.name": "chronik",
-            "super.users": "User:admin",
-        }
-    )
-    broker.start()
-    try:
-        wait_for_port(http_port, 30, proc=broker.proc)
-        yield Secured(broker, f"http://127.0.0.1:{http_port}", f"127.0.0.1:{sasl_port}")
-    finally:
-        broker.kill()
+    with secured_console(tmp_path_factory) as s:
+        yield s
 
 
 def login(ui: ConsolePage, user: str, password: str) -> None:
