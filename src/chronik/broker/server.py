@@ -30,6 +30,7 @@ from chronik.broker.dynamic_configs import DynamicBrokerConfigs
 from chronik.broker.fetch_sessions import FetchSessionCache
 from chronik.broker.listener import Bound, Listener, bind, listen
 from chronik.broker.memory_pool import MemoryPool
+from chronik.broker.metadata_cache import TopicEntryCache
 from chronik.broker.metrics import Metrics
 from chronik.broker.quota_manager import ClientQuotas
 from chronik.broker.schema_validation import SchemaValidator
@@ -158,6 +159,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             self.config.fetch_session_cache_slots, self.config.max_broker_partitions
         )
+        self.metadata_entries = TopicEntryCache()
         self._listener: Listener | None = None
         self._bound: list[Bound] = []
         self._connections: set[Connection] = set()

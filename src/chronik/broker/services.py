@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from chronik.broker.dynamic_configs import DynamicBrokerConfigs
     from chronik.broker.fetch_sessions import FetchSessionCache
     from chronik.broker.memory_pool import MemoryPool
+    from chronik.broker.metadata_cache import TopicEntryCache
     from chronik.broker.metrics import Metrics
     from chronik.broker.quota_manager import ClientQuotas
     from chronik.broker.schema_validation import SchemaValidator
@@ -54,6 +55,8 @@ class Services(Protocol):
     memory_pool: MemoryPool
     # Fetch sessions (KIP-227).
     fetch_sessions: FetchSessionCache
+    # Each topic's encoded Metadata entry, until the topic changes.
+    metadata_entries: TopicEntryCache
     # Produce-time schema checks of topics that opt in (its registry None when not served).
     schema_validator: SchemaValidator
 

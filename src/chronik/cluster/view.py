@@ -7,12 +7,23 @@ ZooKeeper themselves. Every change happens on the event loop.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chronik.cluster.znodes import Assignment, BrokerInfo, PartitionState
 
 RECHECK_SECONDS = 0.02
+
+# Change stamps: a topic's assignment or partition states, or the set of live brokers,
+# take a new number from this one count each time they change, so that a stamp never
+# names two contents, not even those of a topic deleted and created again. What is
+# derived from them (the Metadata handler's encoded entries) is kept until they change.
+_stamps = itertools.count(1)
+
+
+def new_stamp() -> int:
+    return next(_stamps)
 
 
 @dataclass
@@ -21,16 +32,35 @@ class TopicView:
     assignment: Assignment
     zk_version: int = -1
     configs: dict[str, str] = field(default_factory=dict)
+    # Changed through set_assignment / set_state, which renew the stamp.
     states: dict[int, PartitionState] = field(default_factory=dict)
+    stamp: int = field(default_factory=new_stamp, compare=False)
 
     @property
     def partition_count(self) -> int:
         return self.assignment.partition_count
 
+    def set_assignment(self, assignment: Assignment, zk_version: int) -> None:
+        """A new replica assignment; states of partitions it no longer has go."""
+        self.assignment = assignment
+        self.zk_version = zk_version
+        for partition in list(self.states):
+            if partition not in assignment.replicas:
+                del self.states[partition]
+        self.stamp = new_stamp()
+
+    def set_state(self, partition: int, state: PartitionState | None) -> None:
+        if state is None:
+            self.states.pop(partition, None)
+        else:
+            self.states[partition] = state
+        self.stamp = new_stamp()
+
 
 class ClusterView:
     def __init__(self) -> None:
-        self.brokers: dict[int, BrokerInfo] = {}
+        self._brokers: dict[int, BrokerInfo] = {}
+        self.brokers_stamp = new_stamp()
         self.controller_id = -1
         self.topics: dict[str, TopicView] = {}
         self.deleting: set[str] = set()
@@ -47,6 +77,16 @@ class ClusterView:
         self.loaded = False
         self._listeners: list[Callable[[], None]] = []
         self._changed = asyncio.Event()
+
+    @property
+    def brokers(self) -> dict[int, BrokerInfo]:
+        """The live brokers, replaced as a whole (never changed in place) when they change."""
+        return self._brokers
+
+    @brokers.setter
+    def brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        self._brokers = brokers
+        self.brokers_stamp = new_stamp()
 
     # -- queries -----------------------------------------------------------------------
 

@@ -584,21 +584,14 @@ class Watcher:
         elif topic.assignment == assignment and topic.zk_version == version:
             return  # read again after a reconnection, unchanged
         else:
-            topic.assignment = assignment
-            topic.zk_version = version
-        for partition in list(topic.states):
-            if partition not in assignment.replicas:
-                del topic.states[partition]
+            topic.set_assignment(assignment, version)
         self.view.changed()
 
     def _set_state(self, name: str, partition: int, state: PartitionState | None) -> None:
         topic = self.view.topics.get(name)
         if topic is None or topic.states.get(partition) == state:
             return
-        if state is None:
-            del topic.states[partition]
-        else:
-            topic.states[partition] = state
+        topic.set_state(partition, state)
         self.view.changed()
 
     def _set_user(self, name: str, config: dict[str, str]) -> None:

@@ -5,11 +5,19 @@ principal may DESCRIBE; a topic named without DESCRIBE answers TOPIC_AUTHORIZATI
 and auto-creating one needs CREATE on the Cluster or the Topic (else
 TOPIC_AUTHORIZATION_FAILED, nothing created). v8+ fills in the authorized-operations bit
 sets when asked (the cluster's v8-10, 0 without DESCRIBE on it).
+
+The response is hand-encoded (chronik.protocol.metadata_response), and each topic's
+entry is kept, encoded, until the topic changes (chronik.broker.metadata_cache): with
+thousands of partitions, a request for every topic would otherwise hold the event loop
+for tens of milliseconds. A request for every topic lets other connections have a turn
+every SECONDS_PER_TURN while it encodes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Mapping
 from typing import Any
 
 from chronik.broker.context import RequestContext
@@ -21,6 +29,11 @@ from chronik.broker.topics import (
 )
 from chronik.protocol import errors
 from chronik.protocol.compat import ZERO_UUID
+from chronik.protocol.metadata_response import (
+    PartitionEntry,
+    encode_metadata_response,
+    encode_topic,
+)
 from chronik.security.acl_model import CLUSTER_NAME, Operation, ResourceType
 
 API_KEY = 3
@@ -30,6 +43,8 @@ OPERATIONS_OMITTED = -(2**31)
 # v10 and v11 carry topic ids and nullable names on the wire, but Kafka serves
 # neither before v12.
 TOPIC_IDS_FROM = 12
+# Time a request for every topic may hold the event loop before others get a turn.
+SECONDS_PER_TURN = 0.005
 
 
 def _names_by_id(wanted: Any) -> bool:
@@ -37,90 +52,104 @@ def _names_by_id(wanted: Any) -> bool:
     return wanted.name is None or (topic_id is not None and topic_id != ZERO_UUID)
 
 
-def _cluster_partitions(ctx: RequestContext, name: str) -> tuple[Any, ...]:
+class _Entries:
+    """The topic entries of one response: a topic's from the cache while what it shows is
+    unchanged, else encoded and kept (chronik.broker.metadata_cache)."""
+
+    def __init__(self, ctx: RequestContext) -> None:
+        broker = ctx.services
+        self.version = ctx.api_version
+        self.cache = broker.metadata_entries
+        self.node = broker.node_id if broker.node_id is not None else 0
+        self.view = broker.cluster.view if broker.cluster is not None else None
+        self.turn_started = time.perf_counter()
+
+    def topic(self, topic: Any, ops: int) -> bytes:
+        variant = (self.version, ops)
+        view = self.view
+        if view is not None:
+            stamp: tuple[Any, ...] = (topic.stamp, view.brokers_stamp)
+        else:
+            stamp = (topic.topic_id, len(topic.partitions))
+        data = self.cache.get(topic.name, variant, stamp)
+        if data is None:
+            data = self._encode(topic, ops)
+            self.cache.put(topic.name, variant, stamp, data)
+        return data
+
+    def _encode(self, topic: Any, ops: int) -> bytes:
+        if self.view is not None:
+            return encode_topic(
+                self.version,
+                errors.NONE,
+                topic.name,
+                topic.assignment.topic_id,
+                is_internal(topic.name),
+                _cluster_partitions(topic, self.view.brokers),
+                ops,
+            )
+        node = self.node
+        replicas = (node,)
+        return encode_topic(
+            self.version,
+            errors.NONE,
+            topic.name,
+            topic.topic_id,
+            is_internal(topic.name),
+            [
+                (errors.NONE, index, node, 0, replicas, replicas, ())
+                for index in range(len(topic.partitions))
+            ],
+            ops,
+        )
+
+    def missing(
+        self,
+        name: str | None,
+        code: int,
+        topic_id: Any = ZERO_UUID,
+        ops: int = OPERATIONS_OMITTED,
+        internal: bool = False,
+    ) -> bytes:
+        return encode_topic(self.version, code, name, topic_id, internal, (), ops)
+
+    async def pause(self) -> None:
+        """Let the loop serve other connections once this request has had its turn: a
+        cold cache with thousands of partitions takes more than a few milliseconds."""
+        if time.perf_counter() - self.turn_started >= SECONDS_PER_TURN:
+            await asyncio.sleep(0)
+            self.turn_started = time.perf_counter()
+
+
+def _cluster_partitions(topic: Any, live: Mapping[int, Any]) -> list[PartitionEntry]:
     """Each partition as the cluster has it: a partition whose leader's broker is down has
     leader -1 and LEADER_NOT_AVAILABLE, and its dead replicas are offline."""
-    view = ctx.services.cluster.view
-    topic = view.topics.get(name)
-    if topic is None:
-        return ()
-    live = view.brokers
-    entries = []
+    replicas_of = topic.assignment.replicas
+    states = topic.states
+    entries: list[PartitionEntry] = []
     for index in range(topic.partition_count):
-        replicas = topic.assignment.replicas.get(index, [])
-        state = topic.states.get(index)
-        leader = view.leader_of(name, index)
+        replicas = replicas_of.get(index, ())
+        state = states.get(index)
+        if state is None:
+            leader, epoch, isr = -1, -1, ()
+        else:
+            leader = state.leader if state.leader in live else -1
+            epoch, isr = state.leader_epoch, state.isr
         entries.append(
-            ctx.build(
-                "MetadataResponsePartition",
-                error_code=errors.NONE if leader >= 0 else errors.LEADER_NOT_AVAILABLE,
-                partition_index=index,
-                leader_id=leader,
-                leader_epoch=state.leader_epoch if state is not None else -1,
-                replica_nodes=tuple(replicas),
-                isr_nodes=tuple(state.isr) if state is not None else (),
-                offline_replicas=tuple(r for r in replicas if r not in live),
+            (
+                errors.NONE if leader >= 0 else errors.LEADER_NOT_AVAILABLE,
+                index,
+                leader,
+                epoch,
+                replicas,
+                isr,
+                [r for r in replicas if r not in live],
             )
         )
-    return tuple(entries)
+    return entries
 
 
-def _topic_entry(ctx: RequestContext, topic: Any, ops: int = OPERATIONS_OMITTED) -> Any:
-    if ctx.services.cluster is not None:
-        return ctx.build(
-            "MetadataResponseTopic",
-            error_code=errors.NONE,
-            name=topic.name,
-            topic_id=topic.assignment.topic_id,
-            is_internal=is_internal(topic.name),
-            partitions=_cluster_partitions(ctx, topic.name),
-            topic_authorized_operations=ops,
-        )
-    node = ctx.services.node_id
-    partitions = tuple(
-        ctx.build(
-            "MetadataResponsePartition",
-            error_code=errors.NONE,
-            partition_index=index,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
-            offline_replicas=(),
-        )
-        for index in range(len(topic.partitions))
-    )
-    return ctx.build(
-        "MetadataResponseTopic",
-        error_code=errors.NONE,
-        name=topic.name,
-        topic_id=topic.topic_id,
-        is_internal=is_internal(topic.name),
-        partitions=partitions,
-        topic_authorized_operations=ops,
-    )
-
-
-def _missing(
-    ctx: RequestContext,
-    name: str | None,
-    code: int,
-    topic_id: Any = ZERO_UUID,
-    ops: int = OPERATIONS_OMITTED,
-    internal: bool = False,
-) -> Any:
-    return ctx.build(
-        "MetadataResponseTopic",
-        error_code=code,
-        name=name,
-        topic_id=topic_id,
-        is_internal=internal,
-        partitions=(),
-        topic_authorized_operations=ops,
-    )
-
-
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> list[bytes]:
     broker = ctx.services
     catalog = broker.catalog
     requested = request.topics
@@ -139,20 +168,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     def describable(name: str) -> bool:
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
 
-    entries = []
+    made = _Entries(ctx)
+    entries: list[bytes] = []
     topics = catalog.topics if broker.cluster is None else broker.cluster.view.topics
     if requested is None:
-        entries = [
-            _topic_entry(ctx, t, ops(t.name))
-            for t in sorted(topics.values(), key=lambda t: t.name)
-            if describable(t.name)
-        ]
+        for t in sorted(topics.values(), key=lambda t: t.name):
+            if describable(t.name):
+                entries.append(made.topic(t, ops(t.name)))
+                await made.pause()
+        made.cache.keep_only(topics)
     elif ctx.api_version < TOPIC_IDS_FROM and any(_names_by_id(t) for t in requested):
         # Kafka refuses such a request as a whole: every topic INVALID_REQUEST, a null
         # name answered as "" since these versions' responses cannot carry null.
         entries = [
-            _missing(
-                ctx,
+            made.missing(
                 wanted.name or "",
                 errors.INVALID_REQUEST,
                 getattr(wanted, "topic_id", None) or ZERO_UUID,
@@ -185,7 +214,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             topic_id = getattr(wanted, "topic_id", None)
             if name is None and topic_id is None:
                 # Neither a name nor an id: nothing to look up.
-                entries.append(_missing(ctx, None, errors.INVALID_REQUEST))
+                entries.append(made.missing(None, errors.INVALID_REQUEST))
                 continue
             if name is None and topic_id is not None and topic_id != ZERO_UUID:
                 from chronik.broker.topics import topic_by_id
@@ -196,39 +225,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     else broker.cluster.view.topic_by_id(topic_id)
                 )
                 if topic is None:
-                    entries.append(_missing(ctx, None, errors.UNKNOWN_TOPIC_ID, topic_id))
+                    entries.append(made.missing(None, errors.UNKNOWN_TOPIC_ID, topic_id))
                 elif not describable(topic.name):
                     # Kafka names no topic the principal may not describe.
-                    entries.append(_missing(ctx, None, errors.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                    entries.append(
+                        made.missing(None, errors.TOPIC_AUTHORIZATION_FAILED, topic_id)
+                    )
                 else:
-                    entries.append(_topic_entry(ctx, topic, ops(topic.name)))
+                    entries.append(made.topic(topic, ops(topic.name)))
                 continue
             create = may_create[name]
             if create is None:
-                entries.append(_missing(ctx, name, errors.TOPIC_AUTHORIZATION_FAILED))
+                entries.append(made.missing(name, errors.TOPIC_AUTHORIZATION_FAILED))
                 continue
             if broker.cluster is not None:
                 topic = await cluster_get_or_create(broker, name, create)
             else:
                 topic = get_or_create(broker, name, create)
             if topic is None and auto and not create:
-                entries.append(
-                    _missing(
-                        ctx, name, errors.TOPIC_AUTHORIZATION_FAILED, internal=is_internal(name)
-                    )
-                )
+                code = errors.TOPIC_AUTHORIZATION_FAILED
+                entries.append(made.missing(name, code, internal=is_internal(name)))
             elif topic is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 if not _valid_name(name):
                     code = errors.INVALID_TOPIC_EXCEPTION
-                entries.append(_missing(ctx, name, code, ops=ops(name)))
+                entries.append(made.missing(name, code, ops=ops(name)))
             else:
-                entries.append(_topic_entry(ctx, topic, ops(name)))
+                entries.append(made.topic(topic, ops(name)))
+        if len(made.cache) > len(topics):
+            made.cache.keep_only(topics)
     members, controller = cluster_members(broker, ctx.listener)
-    brokers = tuple(
-        ctx.build("MetadataResponseBroker", node_id=node, host=host, port=port, rack=rack)
-        for node, host, port, rack in members
-    )
     cluster_ops = OPERATIONS_OMITTED
     if 8 <= ctx.api_version <= 10 and getattr(
         request, "include_cluster_authorized_operations", False
@@ -238,14 +264,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if ctx.allowed_on_cluster(Operation.DESCRIBE)
             else 0
         )
-    return ctx.build(
-        "MetadataResponse",
-        throttle_time=0,
-        brokers=brokers,
-        cluster_id=broker.cluster_id,
-        controller_id=controller,
-        topics=tuple(entries),
-        cluster_authorized_operations=cluster_ops,
+    return encode_metadata_response(
+        ctx.api_version, members, broker.cluster_id, controller, entries, cluster_ops
     )
 
 
