@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 METADATA_TTL = 1.0
 # Partitions in one ListOffsets or DescribeLogDirs request of the console (see chunks).
-MAX_PARTITIONS_PER_REQUEST = 500
+MAX_PARTITIONS_PER_REQUEST = 200
 BOOTSTRAP = -1
 
 # The API versions the console speaks (all served by chronik, docs/compat.md).
@@ -344,9 +344,15 @@ class KafkaSession:
                         check(p.error_code, None, f"offsets of {t.name}-{p.partition_index}")
             return found
 
-        answers = await asyncio.gather(
-            *(ask(n, part) for n, ts in by_leader.items() for part in chunks(ts))
-        )
+        async def ask_in_turns(
+            leader: int, topics: dict[str, list[int]]
+        ) -> dict[tuple[str, int], int]:
+            found: dict[tuple[str, int], int] = {}
+            for part in chunks(topics):
+                found.update(await ask(leader, part))
+            return found
+
+        answers = await asyncio.gather(*(ask_in_turns(n, ts) for n, ts in by_leader.items()))
         out: dict[tuple[str, int], int] = {}
         for answer in answers:
             out.update(answer)
@@ -355,9 +361,10 @@ class KafkaSession:
 
 def chunks(topics: dict[str, list[int]], size: int = MAX_PARTITIONS_PER_REQUEST
            ) -> list[dict[str, list[int]]]:
-    """``topics``' partitions cut into requests of at most ``size`` partitions: the broker
-    answers each in a short turn of its event loop, its other clients' requests served
-    between them, where one request for thousands of partitions would hold them up."""
+    """``topics``' partitions cut into requests of at most ``size`` partitions, sent to a
+    broker one after the other: the console builds each and the broker answers each in a
+    short turn of its event loop, its other clients' requests served between them, where
+    one request (or many sent at once) for thousands of partitions would hold them up."""
     out: list[dict[str, list[int]]] = []
     current: dict[str, list[int]] = {}
     count = 0

@@ -93,10 +93,13 @@ async def disk_use(kafka: KafkaSession, meta: Any) -> list[int | None]:
 
 
 async def _held(kafka: KafkaSession, node: int, topics: dict[str, list[int]]) -> int | None:
-    parts = await asyncio.gather(*(_sizes(kafka, node, part) for part in chunks(topics)))
-    if any(p is None for p in parts):
-        return None
-    return sum(sum(p.values()) for p in parts if p is not None)
+    total = 0
+    for part in chunks(topics):
+        found = await _sizes(kafka, node, part)
+        if found is None:
+            return None
+        total += sum(found.values())
+    return total
 
 
 async def _sizes(
@@ -128,6 +131,6 @@ async def log_sizes(
     """The size of each of ``topics``' partitions held by one broker (DescribeLogDirs);
     empty when it cannot be told."""
     out: dict[tuple[str, int], int] = {}
-    for found in await asyncio.gather(*(_sizes(kafka, node, part) for part in chunks(topics))):
-        out.update(found or {})
+    for part in chunks(topics):
+        out.update(await _sizes(kafka, node, part) or {})
     return out
