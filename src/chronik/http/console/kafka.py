@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 METADATA_TTL = 1.0
 # Partitions in one ListOffsets or DescribeLogDirs request of the console (see chunks).
-MAX_PARTITIONS_PER_REQUEST = 200
+MAX_PARTITIONS_PER_REQUEST = 100
 BOOTSTRAP = -1
 
 # The API versions the console speaks (all served by chronik, docs/compat.md).
