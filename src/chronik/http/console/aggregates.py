@@ -54,6 +54,22 @@ def _raw(value: str | None, encoding: str | None) -> bytes | None:
     return value.encode("utf-8")
 
 
+async def _here_or_at_leader(
+    events: EventStore, call: Any, inner: Request, principal: str | None, topic: str,
+    key: str, query: dict[str, str], credentials: Credentials | None,
+) -> Any:
+    """The event store's answer for a key: from this broker, or forwarded to the broker
+    that leads the key's partition when this one does not."""
+    try:
+        _, body, _ = await call(inner, principal, topic, _key(key), query)
+    except HttpError as exc:
+        leader = led_by(exc)
+        if leader is None:
+            raise
+        body = await _at_leader(events, leader, exc, inner, topic, key, query, credentials)
+    return body
+
+
 async def read_aggregate(
     events: EventStore, request: Request, principal: str | None, topic: str, key: str,
     query: dict[str, str], credentials: Credentials | None = None,
@@ -62,13 +78,9 @@ async def read_aggregate(
     limit = int_param(query, "limit", 100, 1, MAX_LIMIT)
     inner = Request("GET", request.path, {}, request.peer)
     asked = {"from_version": str(from_version), "limit": str(limit)}
-    try:
-        _, body, _ = await events.read_events(inner, principal, topic, _key(key), asked)
-    except HttpError as exc:
-        leader = led_by(exc)
-        if leader is None:
-            raise
-        body = await _at_leader(events, leader, exc, inner, topic, key, asked, credentials)
+    body = await _here_or_at_leader(
+        events, events.read_events, inner, principal, topic, key, asked, credentials
+    )
     out = []
     for e in body["events"]:
         value, value_format, _ = render(_raw(e["value"], e["value_encoding"]), "auto", None)
@@ -114,13 +126,9 @@ async def append_aggregate(
     inner.body = json.dumps({"events": items}).encode()
     query = {"subject": subject} if subject else {}
     try:
-        try:
-            _, body, _ = await events.append_events(inner, principal, topic, _key(key), query)
-        except HttpError as exc:
-            leader = led_by(exc)
-            if leader is None:
-                raise
-            body = await _at_leader(events, leader, exc, inner, topic, key, query, credentials)
+        body = await _here_or_at_leader(
+            events, events.append_events, inner, principal, topic, key, query, credentials
+        )
     except HttpError as exc:
         if exc.status == 412 and exc.body.get("error") == "version_conflict":
             raise HttpError(
