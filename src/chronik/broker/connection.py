@@ -18,7 +18,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chronik.broker.context import RequestContext, Throttle
 from chronik.broker.tls_stream import TLSStreamReader
@@ -26,6 +26,7 @@ from chronik.protocol import compat, guard
 from chronik.protocol.framing import (
     SIZE,
     MalformedRequest,
+    RequestHeader,
     frame,
     parse_header,
     parse_header_prefix,
@@ -64,27 +65,79 @@ TLS_RECORD = 2**14
 
 
 class Pending:
-    """A request between arrival and its response being written."""
+    """A request between arrival and its response being written.
 
-    __slots__ = ("api_key", "task", "released", "written", "request_bytes")
+    Two moments of it hold up the next request on the connection: ``released`` (it no
+    longer needs to run alone: a produce once appended) and ``written`` (its response is
+    in a transport below its high-water mark, or there is none: only then may a request
+    that is not pipelined start, so a client that does not read holds one response, not
+    one per request). Each is a flag, and a future only for a request that has to wait
+    on it: most requests find the one before them released already.
+    """
+
+    __slots__ = (
+        "api_key",
+        "task",
+        "request_bytes",
+        "is_released",
+        "is_written",
+        "_released",
+        "_written",
+    )
 
     def __init__(self, api_key: int) -> None:
         self.api_key = api_key
         self.task: asyncio.Task[list[bytes] | None] | None = None
-        self.released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        # Set once the response is in a transport below its high-water mark (or there
-        # is none): only then may the next request on the connection start, so a
-        # client that does not read holds one response, not one per request.
-        self.written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.request_bytes = 0
+        self.is_released = False
+        self.is_written = False
+        self._released: asyncio.Future[None] | None = None
+        self._written: asyncio.Future[None] | None = None
+
+    @property
+    def released(self) -> asyncio.Future[None]:
+        fut = self._released
+        if fut is None:
+            fut = self._released = _flag_future(self.is_released)
+        return fut
+
+    @property
+    def written(self) -> asyncio.Future[None]:
+        fut = self._written
+        if fut is None:
+            fut = self._written = _flag_future(self.is_written)
+        return fut
 
     def release(self) -> None:
-        if not self.released.done():
-            self.released.set_result(None)
+        if not self.is_released:
+            self.is_released = True
+            fut = self._released
+            if fut is not None and not fut.done():
+                fut.set_result(None)
 
     def mark_written(self) -> None:
-        if not self.written.done():
-            self.written.set_result(None)
+        if not self.is_written:
+            self.is_written = True
+            fut = self._written
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+
+def _flag_future(done: bool) -> asyncio.Future[None]:
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    if done:
+        fut.set_result(None)
+    return fut
+
+
+class Route(NamedTuple):
+    """How a request of one API version is taken: its handler module, its kio request
+    class and whether that is flexible, and whether the handler is pipelined."""
+
+    handler: Any
+    request_cls: type
+    flexible: bool
+    pipelined: bool
 
 
 class Connection:
@@ -114,7 +167,12 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
         self.queue: deque[Pending] = deque()
-        self.queued = asyncio.Condition()
+        # The responder waits on _more for a request queued (or the connection closing);
+        # the reader on _room for a place in a full queue. Both run on the event loop
+        # alone, so a future each is all the signalling they need.
+        self._more: asyncio.Future[None] | None = None
+        self._room: asyncio.Future[None] | None = None
+        self._routes: dict[tuple[int, int], Route] = {}
         self.closing = False
         # The socket is closed: requests still queued are not worked on.
         self.gone = False
@@ -158,9 +216,8 @@ class Connection:
                 exc_info=log.isEnabledFor(logging.DEBUG),
             )
         finally:
-            async with self.queued:
-                self.closing = True
-                self.queued.notify_all()
+            self.closing = True
+            self._notify_responder()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await responder
             self.writer.close()
@@ -216,19 +273,35 @@ class Connection:
             self.pool.release(pending.request_bytes)
             pending.request_bytes = 0
 
+    def _notify_responder(self) -> None:
+        fut = self._more
+        if fut is not None:
+            self._more = None
+            if not fut.done():
+                fut.set_result(None)
+
     async def _read_loop(self) -> None:
         max_size = self.broker.config.socket_request_max_bytes
         pool = self.pool
+        reader = self.reader
+        queue = self.queue
+        # A request already whole in the StreamReader's buffer (pipelined requests, or a
+        # small one) is taken from it at once, without the waits of reading it in pieces.
+        # Under TLS the body goes through TLSStreamReader.read_body instead.
+        fast = not self.tls
         previous: Pending | None = None
-        self.throttled = Throttle()
+        self.throttled = throttled = Throttle()
         while not self.closing:
             if not self.writable.is_set():
                 await self.writable.wait()
-            delay = self.throttled.remaining()
-            if delay > 0:  # throttled by a quota (KIP-219): nothing is read meanwhile
-                await asyncio.sleep(delay)
+            if throttled.until:
+                delay = throttled.remaining()
+                if delay > 0:  # throttled by a quota (KIP-219): nothing is read meanwhile
+                    await asyncio.sleep(delay)
             sasl = self.sasl
-            if sasl is not None and not sasl.complete:
+            authenticating = sasl is not None and not sasl.complete
+            if authenticating:
+                assert sasl is not None
                 # One request at a time until authenticated: each answer decides what
                 # may come next (and, after a v0 handshake, that it is a bare token).
                 if previous is not None:
@@ -238,34 +311,58 @@ class Connection:
                 if sasl.raw and sasl.state is State.AUTHENTICATE:
                     await self._raw_sasl_token(sasl)
                     continue
-            head = await self.reader.readexactly(4)
-            self.active_at = time.monotonic()
-            (size,) = SIZE.unpack(head)
-            if sasl is not None and not sasl.complete:
-                # Before authentication, as Kafka: no request larger than a SASL token.
-                limit = self.broker.security.sasl_max_receive_size
-                if size > limit:
+            data: bytes | bytearray | None = None
+            buf = reader._buffer
+            if fast and not authenticating and len(buf) >= 12 and reader._exception is None:
+                # The same checks as below; anything out of the ordinary (a size to
+                # refuse, a body still arriving, no room in the budget) goes the long way.
+                (size,) = SIZE.unpack_from(buf)
+                end = size + 4
+                if 8 <= size <= max_size and len(buf) >= end and pool.try_reserve(size):
+                    data = bytes(memoryview(buf)[4:end])
+                    del buf[:end]
+                    reader._maybe_resume_transport()
+                    self.active_at = time.monotonic()
+            if data is None:
+                head = await reader.readexactly(4)
+                self.active_at = time.monotonic()
+                (size,) = SIZE.unpack(head)
+                if authenticating:
+                    # Before authentication, as Kafka: no request larger than a SASL token.
+                    limit = self.broker.security.sasl_max_receive_size
+                    if size > limit:
+                        raise MalformedRequest(
+                            f"request of {size} bytes before SASL authentication is larger "
+                            f"than sasl.server.max.receive.size ({limit})"
+                        )
+                if size > max_size:
                     raise MalformedRequest(
-                        f"request of {size} bytes before SASL authentication is larger than "
-                        f"sasl.server.max.receive.size ({limit})"
+                        f"request of {size} bytes is larger than socket.request.max.bytes "
+                        f"({max_size})"
                     )
-            if size > max_size:
-                raise MalformedRequest(
-                    f"request of {size} bytes is larger than socket.request.max.bytes "
-                    f"({max_size})"
-                )
-            if size < 8:
-                raise MalformedRequest(f"request size {size} is shorter than a header")
-            # The body is read only once the budget has room for it: while it has
-            # none, this socket is not read (backpressure, as Kafka's MemoryPool).
-            if not pool.try_reserve(size):
-                self.waiting_for_memory = True
-                try:
-                    await pool.reserve(size)
-                finally:
-                    self.waiting_for_memory = False
+                if size < 8:
+                    raise MalformedRequest(f"request size {size} is shorter than a header")
+                # The body is read only once the budget has room for it: while it has
+                # none, this socket is not read (backpressure, as Kafka's MemoryPool).
+                if not pool.try_reserve(size):
+                    self.waiting_for_memory = True
+                    try:
+                        await pool.reserve(size)
+                    finally:
+                        self.waiting_for_memory = False
+                buf = reader._buffer
+                if fast and len(buf) >= size and reader._exception is None:
+                    # The body came with its size: taken at once, as above.
+                    data = bytes(memoryview(buf)[:size])
+                    del buf[:size]
+                    reader._maybe_resume_transport()
+                else:
+                    try:
+                        data = await self._read_body(size)
+                    except BaseException:
+                        pool.release(size)
+                        raise
             try:
-                data = await self._read_body(size)
                 pending = self._start(data, previous)
             except BaseException:
                 pool.release(size)
@@ -276,15 +373,13 @@ class Connection:
                 return
             pending.request_bytes = size
             previous = pending
-            async with self.queued:
-                self.queue.append(pending)
-                self.queued.notify_all()
-                if len(self.queue) >= MAX_QUEUED:
-                    await self.queued.wait_for(
-                        lambda: len(self.queue) < MAX_QUEUED or self.closing
-                    )
-            while not self.closing and len(self.queue) >= MAX_WORKING:
-                working = [p.released for p in self.queue if not p.released.done()]
+            queue.append(pending)
+            self._notify_responder()
+            while len(queue) >= MAX_QUEUED and not self.closing:
+                self._room = room = asyncio.get_running_loop().create_future()
+                await room
+            while not self.closing and len(queue) >= MAX_WORKING:
+                working = [p.released for p in queue if not p.is_released]
                 if len(working) < MAX_WORKING:
                     break
                 await asyncio.wait(working, return_when=asyncio.FIRST_COMPLETED)
@@ -331,84 +426,112 @@ class Connection:
 
     def _start(self, data: bytes | bytearray, previous: Pending | None) -> Pending | None:
         api_key, api_version, correlation_id = parse_header_prefix(data)
-        handler = self.broker.handler_for(api_key)
-        pending = Pending(api_key)
-        if handler is None:
-            log.warning("closing connection from %s: unknown API key %d", self.peer, api_key)
-            return None
-        sasl = self.sasl
-        if sasl is not None and sasl.complete:
-            now = time.monotonic()
-            if api_key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication(now):
-                # Decided here, as the request is read: what is read after it waits for
-                # its answer and is gated as before authentication.
-                log.debug("re-authentication of %s from %s begins", self.principal, self.peer)
-            elif sasl.expired(now):
-                self.broker.security.session_expired(self.peer, sasl, api_key)
+        route = self._routes.get((api_key, api_version))
+        if route is None:
+            handler = self.broker.handler_for(api_key)
+            if handler is None:
+                log.warning("closing connection from %s: unknown API key %d", self.peer, api_key)
                 return None
-        if (
-            self.sasl is not None
-            and not self.sasl.complete
-            and api_key not in BEFORE_AUTHENTICATION
-        ):
-            log.warning(
-                "closing connection from %s: API %d before SASL authentication on listener %s",
-                self.peer,
-                api_key,
-                self.listener,
-            )
-            return None
-        low, high = handler.VERSIONS
-        if not low <= api_version <= high:
-            if api_key == API_VERSIONS_KEY:
-                # Clients probe with their newest ApiVersions; a v0 body with error 35
-                # and our ranges tells them which version to retry with.
-                body = handler.unsupported_version_body(self.broker)
-                pending.task = asyncio.create_task(
-                    _ready([response_header(correlation_id, False), body])
-                )
-                pending.release()
-                return pending
-            log.warning(
-                "closing connection from %s: API %d version %d not supported (%d-%d)",
-                self.peer,
-                api_key,
-                api_version,
-                low,
-                high,
-            )
-            return None
-        if getattr(handler, "RAW", False):
-            # chronik's own APIs (not Kafka's): the handler module decodes the body, here,
-            # so a malformed one is refused like any other (a log line, the connection
-            # closed).
-            flexible = False
-            header = parse_header(data, flexible)
-            request: Any = handler.decode_request(bytes(data[header.body_offset :]))
         else:
+            handler = route.handler
+        sasl = self.sasl
+        if sasl is not None:
+            if sasl.complete:
+                now = time.monotonic()
+                if api_key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication(now):
+                    # Decided here, as the request is read: what is read after it waits
+                    # for its answer and is gated as before authentication.
+                    log.debug(
+                        "re-authentication of %s from %s begins", self.principal, self.peer
+                    )
+                elif sasl.expired(now):
+                    self.broker.security.session_expired(self.peer, sasl, api_key)
+                    return None
+            if not sasl.complete and api_key not in BEFORE_AUTHENTICATION:
+                log.warning(
+                    "closing connection from %s: API %d before SASL authentication on "
+                    "listener %s",
+                    self.peer,
+                    api_key,
+                    self.listener,
+                )
+                return None
+        pending = Pending(api_key)
+        if route is None:
+            low, high = handler.VERSIONS
+            if not low <= api_version <= high:
+                if api_key == API_VERSIONS_KEY:
+                    # Clients probe with their newest ApiVersions; a v0 body with error 35
+                    # and our ranges tells them which version to retry with.
+                    body = handler.unsupported_version_body(self.broker)
+                    pending.task = asyncio.create_task(
+                        _ready([response_header(correlation_id, False), body])
+                    )
+                    pending.release()
+                    return pending
+                log.warning(
+                    "closing connection from %s: API %d version %d not supported (%d-%d)",
+                    self.peer,
+                    api_key,
+                    api_version,
+                    low,
+                    high,
+                )
+                return None
+            pipelined = getattr(handler, "PIPELINED", False)
+            if getattr(handler, "RAW", False):
+                # chronik's own APIs (not Kafka's): the handler module decodes the body,
+                # here, so a malformed one is refused like any other (a log line, the
+                # connection closed).
+                header = parse_header(data, False)
+                request: Any = handler.decode_request(bytes(data[header.body_offset :]))
+                return self._begin(
+                    pending, handler, header, request, data, previous, False, pipelined
+                )
             request_cls = compat.request_class(api_key, api_version)
-            flexible = request_cls.__flexible__
-            header = parse_header(data, flexible)
-            # kio sizes arrays from the wire before reading them: a lying length must be
-            # refused here, where it costs a log line, not in kio, where it aborts the
-            # process.
-            try:
-                guard.check(request_cls, data, header.body_offset)
-            except MalformedRequest as exc:
-                raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
-            try:
-                # kio reads only immutable buffers; a TLS body is read into a bytearray.
-                body = memoryview(data).toreadonly() if isinstance(data, bytearray) else data
-                request, _ = compat.decode(request_cls, body, header.body_offset)
-            except Exception as exc:
-                raise MalformedRequest(
-                    f"cannot decode API {api_key} v{api_version}: {exc}"
-                ) from exc
+            route = Route(handler, request_cls, request_cls.__flexible__, pipelined)
+            self._routes[api_key, api_version] = route
+        request_cls = route.request_cls
+        header = parse_header(data, route.flexible)
+        # kio sizes arrays from the wire before reading them: a lying length must be
+        # refused here, where it costs a log line, not in kio, where it aborts the process.
+        try:
+            guard.check(request_cls, data, header.body_offset)
+        except MalformedRequest as exc:
+            raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
+        try:
+            # kio reads only immutable buffers; a TLS body is read into a bytearray.
+            body = memoryview(data).toreadonly() if isinstance(data, bytearray) else data
+            request, _ = compat.decode(request_cls, body, header.body_offset)
+        except Exception as exc:
+            raise MalformedRequest(f"cannot decode API {api_key} v{api_version}: {exc}") from exc
+        return self._begin(
+            pending,
+            handler,
+            header,
+            request,
+            data,
+            previous,
+            route.flexible and api_key != API_VERSIONS_KEY,
+            route.pipelined,
+        )
+
+    def _begin(
+        self,
+        pending: Pending,
+        handler: Any,
+        header: RequestHeader,
+        request: Any,
+        data: bytes | bytearray,
+        previous: Pending | None,
+        response_flexible: bool,
+        pipelined: bool,
+    ) -> Pending:
         ctx = RequestContext(
             services=self.broker,
-            api_key=api_key,
-            api_version=api_version,
-            correlation_id=correlation_id,
+            api_key=header.api_key,
+            api_version=header.api_version,
+            correlation_id=header.correlation_id,
             client_id=header.client_id,
             client_host=self.client_host,
             sasl=self.sasl,
@@ -417,9 +540,8 @@ class Connection:
             size=len(data),
             throttled=self.throttled,
         )
-        response_flexible = flexible and api_key != API_VERSIONS_KEY
         pending.task = asyncio.create_task(
-            self._run(handler, ctx, request, previous, pending, response_flexible)
+            self._run(handler, ctx, request, previous, pending, response_flexible, pipelined)
         )
         return pending
 
@@ -431,17 +553,18 @@ class Connection:
         previous: Pending | None,
         pending: Pending,
         flexible: bool,
+        pipelined: bool,
     ) -> list[bytes] | None:
-        pipelined = getattr(handler, "PIPELINED", False)
         try:
             if previous is not None:
-                await previous.released
-                if not pipelined:
+                if not previous.is_released:
+                    await previous.released
+                if not pipelined and not previous.is_written:
                     await previous.written
             if self.gone:
                 return None
             self.handling += 1
-            started = time.perf_counter()
+            started = time.monotonic()
             try:
                 if pipelined:
                     response = await handler.handle(ctx, request, pending.release)
@@ -449,11 +572,12 @@ class Connection:
                     response = await handler.handle(ctx, request)
             finally:
                 self.handling -= 1
-                self.active_at = time.monotonic()
+                self.active_at = ended = time.monotonic()
         finally:
             pending.release()
-            self._release_request(pending)
-        self.broker.metrics.observe_request(ctx.api_key, time.perf_counter() - started)
+            if pending.request_bytes:
+                self._release_request(pending)
+        self.broker.metrics.observe_request(ctx.api_key, ended - started)
         if response is None:
             return None
         head = response_header(ctx.correlation_id, flexible)
@@ -462,13 +586,14 @@ class Connection:
         return [head, compat.encode(response)]
 
     async def _respond(self) -> None:
+        queue = self.queue
         while True:
-            async with self.queued:
-                if not (self.queue or self.closing):
-                    await self.queued.wait_for(lambda: self.queue or self.closing)
-                if not self.queue:
-                    return
-                pending = self.queue[0]
+            while not (queue or self.closing):
+                self._more = more = asyncio.get_running_loop().create_future()
+                await more
+            if not queue:
+                return
+            pending = queue[0]
             assert pending.task is not None
             try:
                 await pending.task
@@ -482,20 +607,24 @@ class Connection:
             # Every response already finished goes out in one write and one drain.
             out: list[bytes] = []
             answered: list[Pending] = []
-            async with self.queued:
-                while self.queue and self.queue[0].task is not None and self.queue[0].task.done():
-                    task = self.queue[0].task
-                    if task.cancelled() or task.exception() is not None:
-                        break
-                    answered.append(self.queue.popleft())
-                    parts = task.result()
-                    if parts is not None:
-                        out.extend(frame(parts))
-                self.queued.notify_all()
+            while queue and queue[0].task is not None and queue[0].task.done():
+                task = queue[0].task
+                if task.cancelled() or task.exception() is not None:
+                    break
+                answered.append(queue.popleft())
+                parts = task.result()
+                if parts is not None:
+                    out.extend(frame(parts))
+            room = self._room
+            if room is not None and len(queue) < MAX_QUEUED:
+                self._room = None
+                if not room.done():
+                    room.set_result(None)
             # A task keeps its result: drop every reference so the bytes go once sent.
             task = parts = None
             for done in answered:
-                self._release_request(done)
+                if done.request_bytes:
+                    self._release_request(done)
                 done.task = None
             try:
                 if out:

@@ -122,14 +122,16 @@ def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int)
     header = read_header(buf)
     if header.magic != 2:
         raise InvalidBatch(CORRUPT_MESSAGE, f"unsupported record batch magic {header.magic}")
-    if header.size != size:
-        if header.size < size:
+    # Once per produced batch: the header's properties are spelled out.
+    batch_size = header.batch_length + LOG_OVERHEAD
+    if batch_size != size:
+        if batch_size < size:
             raise InvalidBatch(
                 INVALID_RECORD,
                 "a produce request must carry exactly one record batch per partition",
             )
         raise InvalidBatch(
-            CORRUPT_MESSAGE, f"batch length {header.size} exceeds the {size} bytes sent"
+            CORRUPT_MESSAGE, f"batch length {batch_size} exceeds the {size} bytes sent"
         )
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
         raise InvalidBatch(CORRUPT_MESSAGE, f"batch length {header.batch_length} is too small")
@@ -148,10 +150,13 @@ def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int)
             f"lastOffsetDelta {header.last_offset_delta} does not match "
             f"{header.records_count} records",
         )
-    if header.is_control:
+    attributes = header.attributes
+    if attributes & CONTROL_BIT:
         raise InvalidBatch(INVALID_RECORD, "clients may not produce control batches")
-    if header.compression > MAX_CODEC:
-        raise InvalidBatch(CORRUPT_MESSAGE, f"unknown compression codec {header.compression}")
+    if attributes & COMPRESSION_MASK > MAX_CODEC:
+        raise InvalidBatch(
+            CORRUPT_MESSAGE, f"unknown compression codec {attributes & COMPRESSION_MASK}"
+        )
     return header
 
 

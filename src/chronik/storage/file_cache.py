@@ -21,6 +21,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from chronik.storage.diskio import write_all
+
 MIN_CAPACITY = 16
 # With no setting, half of the soft descriptor limit goes to log files: the other half
 # stays for connections, snapshots, directory fsyncs and the rest of the process.
@@ -136,6 +138,29 @@ class CachedFile:
             self.pins -= 1
             if not self.pins and self.close_pending:
                 cache._close(self)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Pin, write every byte of ``data`` (as diskio.write_all), unpin: the pin of
+        ``with f as fd: write_all(fd, data)`` in one call, for the append path."""
+        cache = self.cache
+        with cache._lock:
+            fd = self.fd
+            if fd is None:
+                if self.retired:
+                    raise OSError(errno.EBADF, "file is closed", str(self.path))
+                fd = cache._open_file(self)
+            else:
+                cache._open.move_to_end(self)
+            self.pins += 1
+        try:
+            written = os.write(fd, data)
+            if written < len(data):  # a disk filling part way: the rest, or the error
+                write_all(fd, memoryview(data)[written:])
+        finally:
+            with cache._lock:
+                self.pins -= 1
+                if not self.pins and self.close_pending:
+                    cache._close(self)
 
     def __enter__(self) -> int:
         return self.acquire()

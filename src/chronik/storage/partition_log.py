@@ -806,9 +806,12 @@ class PartitionLog:
         cfg = self.config
         if seg.size + pending + size > cfg.segment_bytes:
             return True
-        if seg.index.size_bytes + 8 > cfg.segment_index_bytes:
+        # Room for one more entry in each index (entries times the entry size: their
+        # size_bytes, without a property call on every append).
+        index, time_index = seg.index, seg.time_index
+        if (index.entries + 1) * index.ENTRY.size > cfg.segment_index_bytes:
             return True
-        if seg.time_index.size_bytes + 12 > cfg.segment_index_bytes:
+        if (time_index.entries + 1) * time_index.ENTRY.size > cfg.segment_index_bytes:
             return True
         if last - seg.base_offset > _MAX_RELATIVE_OFFSET:
             return True

@@ -268,30 +268,43 @@ class LogSegment:
         return NO_TIMESTAMP if self._max_timestamp is None else self._max_timestamp
 
     def _index_batch(self, position: int, header: BatchHeader) -> None:
-        if header.max_timestamp > self._current_max():
+        # On every append: the header's derived properties are spelled out here.
+        last_offset = header.base_offset + header.last_offset_delta
+        current = self._max_timestamp
+        if header.max_timestamp > (NO_TIMESTAMP if current is None else current):
             self._max_timestamp = header.max_timestamp
-            self._offset_of_max_timestamp = header.last_offset
+            self._offset_of_max_timestamp = last_offset
         if self._bytes_since_index > self.index_interval_bytes:
-            self.index.append(header.last_offset, position)
+            self.index.append(last_offset, position)
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_index = 0
-        self._bytes_since_index += header.size
+        self._bytes_since_index += header.batch_length + LOG_OVERHEAD
 
     def append(self, batch: bytes | bytearray, header: BatchHeader) -> int:
         """Write one batch (baseOffset already stamped) with one write; returns its position.
         On OSError nothing of it remains, in the files or in memory (see repair())."""
-        self.repair()
-        mark = self._mark()
+        if self._undo is not None:
+            self.repair()
         position = self.size
+        # The undo mark (see _mark), as a plain tuple: made on every append, used on none
+        # but a failed one.
+        mark = (
+            position,
+            self.index.entries,
+            self.time_index.entries,
+            self._bytes_since_index,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self.first_batch_timestamp,
+        )
         try:
-            with self.file as fd:
-                write_all(fd, batch)
-            self.size += len(batch)
+            self.file.write(batch)
+            self.size = position + len(batch)
             if self.first_batch_timestamp is None:
                 self.first_batch_timestamp = header.max_timestamp
             self._index_batch(position, header)
         except OSError:
-            self._rollback(mark)
+            self._rollback(_Mark(*mark))
             raise
         return position
 

@@ -14,7 +14,6 @@ import struct
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from chronik.storage.diskio import write_all
 from chronik.storage.file_cache import FILES, CachedFile
 
 
@@ -27,7 +26,7 @@ class SparseIndex:
         self._file: CachedFile = FILES.file(path, os.O_RDONLY)
         self._keys: list[int] | None = None
         self._values: list[int] | None = None
-        self._count = 0
+        self.entries = 0
 
     # -- on-disk entry <-> (key, value) in absolute terms ---------------------------------
     def _decode(self, raw: bytes) -> tuple[int, int]:
@@ -44,7 +43,7 @@ class SparseIndex:
         create = os.O_CREAT | (os.O_TRUNC if reset else 0)
         self._file = FILES.file(self.path, os.O_RDWR | os.O_APPEND, create_flags=create)
         self._keys, self._values = [], []
-        self._count = 0
+        self.entries = 0
         if reset:
             # Created (or emptied) at its first write or flush: a new partition costs one
             # file creation, not three.
@@ -61,11 +60,11 @@ class SparseIndex:
                 k, v = self._decode(data[i : i + esz])
                 self._keys.append(k)
                 self._values.append(v)
-        self._count = len(self._keys)
+        self.entries = len(self._keys)
 
     def open_closed(self) -> None:
         size = self.path.stat().st_size if self.path.exists() else 0
-        self._count = size // self.ENTRY.size
+        self.entries = size // self.ENTRY.size
         if self._file.retired:
             self._file = FILES.file(self.path, os.O_RDONLY)
 
@@ -88,21 +87,16 @@ class SparseIndex:
                 os.fsync(fd)
 
     @property
-    def entries(self) -> int:
-        return self._count
-
-    @property
     def size_bytes(self) -> int:
-        return self._count * self.ENTRY.size
+        return self.entries * self.ENTRY.size
 
     # -- writing (active only) -----------------------------------------------------------
     def _append(self, key: int, value: int) -> None:
         assert self._keys is not None and self._values is not None
-        with self._file as fd:
-            write_all(fd, self._encode(key, value))
+        self._file.write(self._encode(key, value))
         self._keys.append(key)
         self._values.append(value)
-        self._count += 1
+        self.entries += 1
 
     def truncate(self, entries: int) -> None:
         """Cut the active index back to its first ``entries`` entries, file and memory
@@ -113,7 +107,7 @@ class SparseIndex:
             os.ftruncate(fd, entries * self.ENTRY.size)
         del self._keys[entries:]
         del self._values[entries:]
-        self._count = min(self._count, entries)
+        self.entries = min(self.entries, entries)
 
     def truncate_by_value(self, bound: int) -> None:
         """Keep only the entries whose value is below ``bound`` (active only; values
@@ -122,11 +116,11 @@ class SparseIndex:
             self.truncate(bisect_left(self._values, bound))
 
     def last(self) -> tuple[int, int] | None:
-        if self._count == 0:
+        if self.entries == 0:
             return None
         if self._keys is not None and self._values is not None:
             return self._keys[-1], self._values[-1]
-        return self._entry_on_disk(self._count - 1)
+        return self._entry_on_disk(self.entries - 1)
 
     # -- lookup --------------------------------------------------------------------------
     def floor(self, key: int) -> tuple[int, int] | None:
@@ -142,10 +136,10 @@ class SparseIndex:
         if self._keys is not None and self._values is not None:
             i = bisect_right(self._keys if column == 0 else self._values, bound) - 1
             return (self._keys[i], self._values[i]) if i >= 0 else None
-        if self._count == 0:
+        if self.entries == 0:
             return None
         with self._file as fd:
-            lo, hi = 0, self._count - 1
+            lo, hi = 0, self.entries - 1
             found = None
             while lo <= hi:
                 mid = (lo + hi) // 2

@@ -22,6 +22,11 @@ class TimeIndex(SparseIndex):
         return self.ENTRY.pack(key, value - self.base_offset)
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
+        keys = self._keys
+        if keys is not None:  # active: the last entry's timestamp is in memory
+            if not keys or timestamp > keys[-1]:
+                self._append(timestamp, offset)
+            return
         last = self.last()
         if last is None or timestamp > last[0]:
             self._append(timestamp, offset)

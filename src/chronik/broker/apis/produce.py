@@ -65,10 +65,14 @@ async def handle(
 ) -> list[bytes] | None:
     if ctx.throttled is not None and ctx.throttled.until:
         await ctx.wait_throttled()
-    # Counted as the request is taken up: on a connection Kafka works on one request at a
-    # time, so the next one only starts after this one's throttle, as here.
-    throttle_ms = _throttle(ctx)
+    # Kafka's producer quota: the request's size counted as the request is taken up, and
+    # over the quota the connection held for the throttle time (KIP-219). On a connection
+    # Kafka works on one request at a time, so the next one only starts after this one's
+    # throttle, as here.
     broker = ctx.services
+    throttle_ms = broker.quotas.record(PRODUCER_BYTE_RATE, ctx.principal, ctx.client_id, ctx.size)
+    if throttle_ms:
+        ctx.throttle(throttle_ms)
     acks = request.acks
     transactional_id = getattr(request, "transactional_id", None)
     if transactional_id is not None and not ctx.allowed(
@@ -192,16 +196,6 @@ async def handle(
         return None
     await _hold(ctx, throttle_ms)
     return encode_produce_response(ctx.api_version, results, throttle_ms)
-
-
-def _throttle(ctx: RequestContext) -> int:
-    """Kafka's producer quota: the request's size counted, and over the quota the
-    connection held for the throttle time (KIP-219)."""
-    throttle_ms = ctx.services.quotas.record(
-        PRODUCER_BYTE_RATE, ctx.principal, ctx.client_id, ctx.size
-    )
-    ctx.throttle(throttle_ms)
-    return throttle_ms
 
 
 async def _hold(ctx: RequestContext, throttle_ms: int) -> None:
