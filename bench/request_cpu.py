@@ -5,11 +5,17 @@ loop, so the figure is the broker's alone: user and system CPU seconds from
 /proc/PID/stat divided by the requests answered.
 
     python bench/request_cpu.py [--baseline ../other-checkout] [--requests 20000]
-        [--rounds 3] [--acks 1]
+        [--rounds 3] [--acks 1] [--calls] [--quick]
 
 With --baseline the two checkouts' brokers run in turns, round by round, and the
 ratio of their CPU per request is printed (a per-request cost that one revision added
 shows here at a resolution a throughput bench cannot give on a loaded machine).
+
+--calls adds one more run of each checkout with the broker under cProfile, switched
+on (SIGUSR1) and off (SIGUSR2) around the measured requests only, and prints the Python
+function calls per request and the functions called most: a count that, unlike CPU
+time, other load on the machine does not move. --quick is a smoke run (1,000
+requests, one round).
 """
 
 from __future__ import annotations
@@ -17,9 +23,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import io
+import os
+import pstats
+import signal
 import socket
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,6 +53,37 @@ from chronik.records.builder import Record, build_batch  # noqa: E402
 TOPIC = "request-cpu"
 WARMUP = 500
 WINDOW = 5
+# `python -c` with this: chronik's command line, its main thread profiled between
+# SIGUSR1 and SIGUSR2 (the stats written to $REQUEST_CPU_PROFILE at SIGUSR2).
+PROFILED = """
+import cProfile, os, signal, sys
+profiler = cProfile.Profile()
+def _on(signum, frame):
+    profiler.enable()
+def _off(signum, frame):
+    profiler.disable()
+    profiler.dump_stats(os.environ["REQUEST_CPU_PROFILE"])
+signal.signal(signal.SIGUSR1, _on)
+signal.signal(signal.SIGUSR2, _off)
+from chronik.cli.main import main
+sys.argv[0] = "chronik"
+raise SystemExit(main())
+"""
+
+
+class ProfiledChronik(Chronik):
+    """chronik whose main thread can be profiled for a span (see PROFILED)."""
+
+    def __init__(self, src: Path, stats: Path) -> None:
+        super().__init__(src=src)
+        self.stats = stats
+
+    def command(self) -> list[str]:
+        command = super().command()
+        return [sys.executable, "-c", PROFILED, *command[3:]]
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "REQUEST_CPU_PROFILE": str(self.stats)}
 
 
 def produce_frame(correlation_id: int, batch: bytes, acks: int) -> bytes:
@@ -94,8 +135,8 @@ def _user_system(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
-def measure(src: Path, requests: int, acks: int) -> dict[str, float]:
-    broker = Chronik(src=src)
+def measure(src: Path, requests: int, acks: int, stats: Path | None = None) -> dict[str, float]:
+    broker = Chronik(src=src) if stats is None else ProfiledChronik(src, stats)
     broker.start()
     try:
         from confluent_kafka.admin import AdminClient
@@ -110,6 +151,9 @@ def measure(src: Path, requests: int, acks: int) -> dict[str, float]:
             for frame in frames[:WARMUP]:
                 sock.sendall(frame)
             _recv_responses(sock, WARMUP)
+            if stats is not None:
+                os.kill(broker.proc.pid, signal.SIGUSR1)
+                time.sleep(0.2)  # the signal is handled between two bytecodes
             user0, system0 = _user_system(broker.proc.pid)
             started = time.perf_counter()
             in_flight = 0
@@ -122,6 +166,12 @@ def measure(src: Path, requests: int, acks: int) -> dict[str, float]:
             _recv_responses(sock, in_flight)
             elapsed = time.perf_counter() - started
             user1, system1 = _user_system(broker.proc.pid)
+            if stats is not None:
+                os.kill(broker.proc.pid, signal.SIGUSR2)
+                deadline = time.monotonic() + 30
+                while not stats.exists() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                time.sleep(0.5)  # written whole
         return {
             "user_us": (user1 - user0) / requests * 1e6,
             "system_us": (system1 - system0) / requests * 1e6,
@@ -131,13 +181,31 @@ def measure(src: Path, requests: int, acks: int) -> dict[str, float]:
         broker.stop()
 
 
+def calls_per_request(stats: Path, requests: int, top: int) -> tuple[float, list[str]]:
+    entries = pstats.Stats(str(stats)).stats  # type: ignore[attr-defined]
+    total = sum(primitive for _, primitive, _, _, _ in entries.values())
+    busiest = sorted(entries.items(), key=lambda item: -item[1][1])[:top]
+    lines = [
+        f"    {calls / requests:6.1f}  {Path(path).name}:{line} {name}"
+        for (path, line, name), (_, calls, _, _, _) in busiest
+    ]
+    return total / requests, lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--acks", type=int, default=1, choices=(0, 1, -1))
+    parser.add_argument(
+        "--calls", action="store_true", help="also count Python calls per request (cProfile)"
+    )
+    parser.add_argument("--top", type=int, default=25, help="functions listed with --calls")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1,000 requests, 1 round")
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.rounds = 1_000, 1
     if args.acks == 0:
         parser.error("acks=0 gets no responses to pace the window by")
     trees = {"this": Path(__file__).resolve().parent.parent / "src"}
@@ -162,6 +230,14 @@ def main() -> int:
         print(f"{name:8s} best CPU/request {min(values):.1f} us")
     if args.baseline is not None:
         print(f"this/baseline CPU per request: {min(totals['this']) / min(totals['baseline']):.2f}")
+    if args.calls:
+        with tempfile.TemporaryDirectory(prefix="request-cpu-") as tmp:
+            for name, src in trees.items():
+                stats = Path(tmp) / f"{name}.prof"
+                measure(src, args.requests, args.acks, stats)
+                per_request, lines = calls_per_request(stats, args.requests, args.top)
+                print(f"{name:8s} Python calls per request {per_request:.1f}; most called:")
+                print("\n".join(lines), flush=True)
     return 0
 
 

@@ -441,16 +441,13 @@ class Connection:
                 if api_key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication(now):
                     # Decided here, as the request is read: what is read after it waits
                     # for its answer and is gated as before authentication.
-                    log.debug(
-                        "re-authentication of %s from %s begins", self.principal, self.peer
-                    )
+                    log.debug("re-authentication of %s from %s begins", self.principal, self.peer)
                 elif sasl.expired(now):
                     self.broker.security.session_expired(self.peer, sasl, api_key)
                     return None
             if not sasl.complete and api_key not in BEFORE_AUTHENTICATION:
                 log.warning(
-                    "closing connection from %s: API %d before SASL authentication on "
-                    "listener %s",
+                    "closing connection from %s: API %d before SASL authentication on listener %s",
                     self.peer,
                     api_key,
                     self.listener,
