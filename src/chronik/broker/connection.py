@@ -26,7 +26,6 @@ from chronik.protocol import compat, guard
 from chronik.protocol.framing import (
     SIZE,
     MalformedRequest,
-    RequestHeader,
     frame,
     parse_header,
     parse_header_prefix,
@@ -374,7 +373,8 @@ class Connection:
             pending.request_bytes = size
             previous = pending
             queue.append(pending)
-            self._notify_responder()
+            if self._more is not None:
+                self._notify_responder()
             while len(queue) >= MAX_QUEUED and not self.closing:
                 self._room = room = asyncio.get_running_loop().create_future()
                 await room
@@ -482,58 +482,41 @@ class Connection:
                 # connection closed).
                 header = parse_header(data, False)
                 request: Any = handler.decode_request(bytes(data[header.body_offset :]))
-                return self._begin(
-                    pending, handler, header, request, data, previous, False, pipelined
-                )
-            request_cls = compat.request_class(api_key, api_version)
-            route = Route(handler, request_cls, request_cls.__flexible__, pipelined)
-            self._routes[api_key, api_version] = route
-        request_cls = route.request_cls
-        header = parse_header(data, route.flexible)
-        # kio sizes arrays from the wire before reading them: a lying length must be
-        # refused here, where it costs a log line, not in kio, where it aborts the process.
-        try:
-            guard.check(request_cls, data, header.body_offset)
-        except MalformedRequest as exc:
-            raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
-        try:
-            # kio reads only immutable buffers; a TLS body is read into a bytearray.
-            body = memoryview(data).toreadonly() if isinstance(data, bytearray) else data
-            request, _ = compat.decode(request_cls, body, header.body_offset)
-        except Exception as exc:
-            raise MalformedRequest(f"cannot decode API {api_key} v{api_version}: {exc}") from exc
-        return self._begin(
-            pending,
-            handler,
-            header,
-            request,
-            data,
-            previous,
-            route.flexible and api_key != API_VERSIONS_KEY,
-            route.pipelined,
-        )
-
-    def _begin(
-        self,
-        pending: Pending,
-        handler: Any,
-        header: RequestHeader,
-        request: Any,
-        data: bytes | bytearray,
-        previous: Pending | None,
-        response_flexible: bool,
-        pipelined: bool,
-    ) -> Pending:
+                response_flexible = False
+            else:
+                request_cls = compat.request_class(api_key, api_version)
+                route = Route(handler, request_cls, request_cls.__flexible__, pipelined)
+                self._routes[api_key, api_version] = route
+        if route is not None:
+            request_cls = route.request_cls
+            header = parse_header(data, route.flexible)
+            # kio sizes arrays from the wire before reading them: a lying length must be
+            # refused here, where it costs a log line, not in kio, where it aborts the
+            # process.
+            try:
+                guard.check(request_cls, data, header.body_offset)
+            except MalformedRequest as exc:
+                raise MalformedRequest(f"API {api_key} v{api_version}: {exc}") from None
+            try:
+                # kio reads only immutable buffers; a TLS body is read into a bytearray.
+                body = memoryview(data).toreadonly() if isinstance(data, bytearray) else data
+                request, _ = compat.decode(request_cls, body, header.body_offset)
+            except Exception as exc:
+                raise MalformedRequest(
+                    f"cannot decode API {api_key} v{api_version}: {exc}"
+                ) from exc
+            response_flexible = route.flexible and api_key != API_VERSIONS_KEY
+            pipelined = route.pipelined
         ctx = RequestContext(
             services=self.broker,
-            api_key=header.api_key,
-            api_version=header.api_version,
-            correlation_id=header.correlation_id,
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
             client_id=header.client_id,
             client_host=self.client_host,
-            sasl=self.sasl,
+            sasl=sasl,
             listener=self.listener,
-            principal=self.principal,
+            principal=self.tls_principal if sasl is None else self.principal,
             size=len(data),
             throttled=self.throttled,
         )
@@ -573,7 +556,8 @@ class Connection:
         finally:
             pending.release()
             if pending.request_bytes:
-                self._release_request(pending)
+                self.pool.release(pending.request_bytes)
+                pending.request_bytes = 0
         self.broker.metrics.observe_request(ctx.api_key, ended - started)
         if response is None:
             return None

@@ -58,7 +58,8 @@ class MemoryPool:
 
     def release(self, n: int) -> None:
         self.available += n
-        self._wake()
+        if self._waiters:
+            self._wake()
 
     def room(self, wanted: int) -> int:
         """How much of ``wanted`` fits in what is left (at least 0)."""

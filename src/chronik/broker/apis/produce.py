@@ -194,7 +194,8 @@ async def handle(
                 results[t][1][i] = _error(results[t][1][i][0], *outcome)
     if acks == 0:
         return None
-    await _hold(ctx, throttle_ms)
+    if throttle_ms:
+        await _hold(ctx, throttle_ms)
     return encode_produce_response(ctx.api_version, results, throttle_ms)
 
 
