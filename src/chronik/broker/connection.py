@@ -16,9 +16,10 @@ import asyncio
 import contextlib
 import logging
 import time
+import types
 from collections import deque
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Coroutine, Generator, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from chronik.broker.context import RequestContext, Throttle
 from chronik.broker.tls_stream import TLSStreamReader
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from chronik.security.listeners import ListenerSpec
 
 log = logging.getLogger("chronik.connection")
+T = TypeVar("T")
 
 API_VERSIONS_KEY = 18
 SASL_HANDSHAKE_KEY = 17
@@ -131,12 +133,14 @@ def _flag_future(done: bool) -> asyncio.Future[None]:
 
 class Route(NamedTuple):
     """How a request of one API version is taken: its handler module, its kio request
-    class and whether that is flexible, and whether the handler is pipelined."""
+    class and whether that is flexible, whether the handler is pipelined, and its
+    ``eager`` test, if it has one (see Connection._start)."""
 
     handler: Any
     request_cls: type
     flexible: bool
     pipelined: bool
+    eager: Callable[[Any], bool] | None
 
 
 class Connection:
@@ -370,7 +374,6 @@ class Connection:
             if pending is None:
                 pool.release(size)
                 return
-            pending.request_bytes = size
             previous = pending
             queue.append(pending)
             if self._more is not None:
@@ -454,6 +457,9 @@ class Connection:
                 )
                 return None
         pending = Pending(api_key)
+        # The budget reserved for it: given back once its handler is done (or with its
+        # response, if it never runs).
+        pending.request_bytes = len(data)
         if route is None:
             low, high = handler.VERSIONS
             if not low <= api_version <= high:
@@ -485,7 +491,13 @@ class Connection:
                 response_flexible = False
             else:
                 request_cls = compat.request_class(api_key, api_version)
-                route = Route(handler, request_cls, request_cls.__flexible__, pipelined)
+                route = Route(
+                    handler,
+                    request_cls,
+                    request_cls.__flexible__,
+                    pipelined,
+                    getattr(handler, "eager", None),
+                )
                 self._routes[api_key, api_version] = route
         if route is not None:
             request_cls = route.request_cls
@@ -520,9 +532,18 @@ class Connection:
             size=len(data),
             throttled=self.throttled,
         )
-        pending.task = asyncio.create_task(
-            self._run(handler, ctx, request, previous, pending, response_flexible, pipelined)
-        )
+        run = self._run(handler, ctx, request, previous, pending, response_flexible, pipelined)
+        if (
+            route is not None
+            and route.eager is not None
+            and (previous is None or previous.is_released)
+            and route.eager(request)
+        ):
+            # A request its handler says needs no wait (an acks=1 Produce) is worked on
+            # here and now, with no task and no turn of the event loop of its own.
+            pending.task = _run_now(run)
+        else:
+            pending.task = asyncio.create_task(run)
         return pending
 
     async def _run(
@@ -680,3 +701,44 @@ def tls_pieces(parts: list[bytes]) -> Iterator[bytes | memoryview]:
 
 async def _ready(parts: list[bytes]) -> list[bytes]:
     return parts
+
+
+def _run_now(run: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+    """Run ``run`` on the caller's turn of the event loop, as far as its first wait; a
+    future of its outcome. One that does wait after all goes on in a task from there.
+    Only for handlers whose part before that wait enters no ``asyncio.timeout`` (which
+    would bind to the caller's task): the ``eager`` test of a handler promises it."""
+    try:
+        waited = run.send(None)
+    except StopIteration as stop:
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        done.set_result(stop.value)
+        return done
+    except Exception as exc:
+        failed: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        failed.set_exception(exc)
+        return failed
+    return asyncio.get_running_loop().create_task(_go_on(run, waited))
+
+
+async def _go_on(run: Coroutine[Any, Any, T], waited: Any) -> T:
+    return await _resume(run, waited)
+
+
+@types.coroutine
+def _resume(run: Coroutine[Any, Any, T], waited: Any) -> Generator[Any, Any, T]:
+    """Hand the task what ``run`` yielded, and ``run`` what the task sends or throws
+    back, until it returns: what ``await`` does for a coroutine from its start."""
+    while True:
+        try:
+            sent = yield waited
+        except BaseException as exc:
+            try:
+                waited = run.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                waited = run.send(sent)
+            except StopIteration as stop:
+                return stop.value

@@ -57,6 +57,15 @@ VERSIONS = (0, 11)
 # The connection may start the next Produce once this one has appended.
 PIPELINED = True
 
+
+def eager(request: Any) -> bool:
+    """Whether the connection may run handle() on its own turn of the event loop
+    (chronik.broker.connection._run_now): anything but acks=all, whose wait for the
+    in-sync replicas enters an asyncio.timeout. What else may wait (a quota's throttle,
+    a schema lookup) enters none."""
+    return request.acks != -1
+
+
 log = logging.getLogger("chronik.produce")
 
 
@@ -145,9 +154,7 @@ async def handle(
                     code = exc.code_for(ctx.api_version)
                 if code != errors.KAFKA_STORAGE_ERROR:  # logged once by the partition
                     log.info("rejected produce to %s-%d: %s", name, index, exc)
-                partitions.append(
-                    _error(index, code, str(exc), getattr(exc, "record_errors", ()))
-                )
+                partitions.append(_error(index, code, str(exc), getattr(exc, "record_errors", ())))
                 continue
             synced.append(
                 (partition_log, len(results), len(partitions), name, index, result.last_offset)
