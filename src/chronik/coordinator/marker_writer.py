@@ -54,7 +54,8 @@ class MarkerWriter:
     ) -> dict[Partition, int]:
         """The error code of each partition's marker (errors.NONE: written and durable)."""
         results: dict[Partition, int] = {}
-        written: list[tuple[Partition, PartitionLog, int]] = []
+        # (partition, its fsync started, last offset of its marker)
+        written: list[tuple[Partition, asyncio.Future[None] | None, int]] = []
         writer = self.writer
         now = self.now_ms()
         for name, index in partitions:
@@ -71,6 +72,8 @@ class MarkerWriter:
                 result = writer.append_marker(
                     plog, producer_id, producer_epoch, coordinator_epoch, commit, now
                 )
+                # Its fsync runs while the next partitions take their markers.
+                synced = writer.start_sync(plog)
             except Exception as exc:
                 code = getattr(exc, "code", None)
                 if code is None:
@@ -81,13 +84,9 @@ class MarkerWriter:
                     )
                 results[key] = code
                 continue
-            written.append((key, plog, result.last_offset))
-        outcomes = await asyncio.gather(
-            *(
-                writer.durable(plog, key[0], key[1], last, timeout_s)
-                for key, plog, last in written
-            ),
-            return_exceptions=True,
+            written.append((key, synced, result.last_offset))
+        outcomes = await writer.durable_all(
+            [(synced, key[0], key[1], last) for key, synced, last in written], timeout_s
         )
         for (key, _, _), outcome in zip(written, outcomes, strict=True):
             if isinstance(outcome, BaseException):
