@@ -54,8 +54,7 @@ class MarkerWriter:
     ) -> dict[Partition, int]:
         """The error code of each partition's marker (errors.NONE: written and durable)."""
         results: dict[Partition, int] = {}
-        # (partition, its fsync started, last offset of its marker)
-        written: list[tuple[Partition, asyncio.Future[None] | None, int]] = []
+        appended: list[tuple[Partition, PartitionLog, int]] = []
         writer = self.writer
         now = self.now_ms()
         for name, index in partitions:
@@ -72,8 +71,6 @@ class MarkerWriter:
                 result = writer.append_marker(
                     plog, producer_id, producer_epoch, coordinator_epoch, commit, now
                 )
-                # Its fsync runs while the next partitions take their markers.
-                synced = writer.start_sync(plog)
             except Exception as exc:
                 code = getattr(exc, "code", None)
                 if code is None:
@@ -84,7 +81,18 @@ class MarkerWriter:
                     )
                 results[key] = code
                 continue
-            written.append((key, synced, result.last_offset))
+            appended.append((key, plog, result.last_offset))
+        # Every marker appended first, then every fsync started: the fsync threads do not
+        # contend with the appends for the interpreter.
+        written: list[tuple[Partition, asyncio.Future[None] | None, int]] = []
+        for key, plog, last in appended:
+            try:
+                written.append((key, writer.start_sync(plog), last))
+            except Exception as exc:  # the log is offline after a failed fsync
+                code = getattr(exc, "code", None)
+                if code is None:
+                    raise
+                results[key] = code
         outcomes = await writer.durable_all(
             [(synced, key[0], key[1], last) for key, synced, last in written], timeout_s
         )

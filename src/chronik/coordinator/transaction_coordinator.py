@@ -482,6 +482,10 @@ class TransactionCoordinator:
         next coordinator finishes from the stored Prepare*."""
         following: NextTransaction | None = None
         try:
+            if producer_goes_on:
+                # The EndTxn answer first: its connection writes it on the loop's next
+                # turn, before the markers' appends.
+                await asyncio.sleep(0)
             epoch = self._epochs.get(partition, self.topic.coordinator_epoch(partition))
             done = await self.markers.send(
                 txn.producer_id,
