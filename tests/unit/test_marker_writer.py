@@ -19,9 +19,9 @@ from chronik.storage.partition_writer import PartitionWriter
 PID, EPOCH = 7, 0
 
 
-def _transactional(sequence: int) -> bytearray:
+def _transactional(sequence: int, pid: int = PID) -> bytearray:
     return bytearray(build_batch(
-        [Record(NOW, b"k", b"v")], producer_id=PID, producer_epoch=EPOCH,
+        [Record(NOW, b"k", b"v")], producer_id=pid, producer_epoch=EPOCH,
         base_sequence=sequence, transactional=True,
     ))
 
@@ -91,3 +91,27 @@ def test_a_failed_fsync_fails_its_partition_only(tmp_path):
     }
     assert logs[("t", 1)].offline is not None
     assert not logs[("t", 0)].dirty and not logs[("t", 2)].dirty
+
+
+def test_markers_of_several_transactions_appended_first_share_the_fsyncs(tmp_path):
+    """WriteTxnMarkers appends the markers of every transaction in the request before it
+    waits on any: one fsync per partition covers them all."""
+    logs = {}
+    for index in range(2):
+        log = open_log(tmp_path / f"t-{index}", small_config(segment_bytes=10**7))
+        for pid in (PID, PID + 1):
+            append(log, _transactional(0, pid))
+        logs[("t", index)] = log
+    writer = _writer(logs)
+
+    async def scenario():
+        appended = [writer.append(pid, EPOCH, 0, True, sorted(logs)) for pid in (PID, PID + 1)]
+        return await asyncio.gather(*(writer.durable(done) for done in appended))
+
+    first, second = asyncio.run(scenario())
+    assert first == second == dict.fromkeys(sorted(logs), errors.NONE)
+    assert writer.writer.committer.fsyncs == len(logs)
+    for log in logs.values():
+        assert not log.dirty
+        assert log.producer_state.first_unstable_offset() is None
+
