@@ -4,6 +4,7 @@ chronik broker, split into the steps the client waits for in turn.
     python bench/txn_timeline.py                          # 400 transactions, ~10 s
     python bench/txn_timeline.py --quick                  # smoke run
     python bench/txn_timeline.py --against ../main/src --rounds 3   # A/B, rounds alternating
+    python bench/txn_timeline.py --no-fsync --rounds 3    # the disk's share, see below
 
 The broker runs with probes (this file, `--broker`): the monotonic time at which each
 request arrives (its API key and connection) and each response is written. The client
@@ -27,6 +28,11 @@ coordinator's markers and completion after EndTxn is answered. Prints p50 and me
 each step in microseconds (the first 10 transactions left out) and writes JSON to
 bench/results/. The probes cost a little broker time of their own: compare steps and
 revisions, not the total against transactions_bench.py.
+
+`--no-fsync` runs a second broker of this checkout beside the first whose group-commit
+fsyncs return at once (handed to their thread and back as always, the disk left out):
+what is left of each step is the broker's and the client's own time. A diagnostic
+only: that broker acknowledges what is not on disk.
 """
 
 from __future__ import annotations
@@ -77,6 +83,10 @@ def run_broker(argv: list[str]) -> int:
 
     atexit.register(dump)
     signal.signal(signal.SIGUSR1, dump)
+    if os.environ.get("TIMELINE_NO_FSYNC"):
+        from chronik.storage import group_commit
+
+        group_commit._fdatasync = lambda segment: None  # type: ignore[assignment]
 
     from chronik.broker import connection
 
@@ -146,7 +156,7 @@ def run_client(bootstrap: str, count: int, out: str) -> int:
 
 
 # -- the run ------------------------------------------------------------------------------
-def one_round(src: Path, count: int) -> dict[str, list[float]]:
+def one_round(src: Path, count: int, no_fsync: bool = False) -> dict[str, list[float]]:
     sys.path.insert(0, str(HERE.parent))
     from brokers import Chronik
 
@@ -155,7 +165,10 @@ def one_round(src: Path, count: int) -> dict[str, list[float]]:
             return [sys.executable, str(HERE), "--broker", *super().command()[3:]]
 
         def env(self) -> dict[str, str]:
-            return {**super().env(), "TIMELINE_OUT": str(self.workdir / "broker.events")}
+            env = {**super().env(), "TIMELINE_OUT": str(self.workdir / "broker.events")}
+            if no_fsync:
+                env["TIMELINE_NO_FSYNC"] = "1"
+            return env
 
     broker = Probed(name="timeline", src=src)
     broker.start()
@@ -236,18 +249,22 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--against", type=Path, metavar="DIR",
                         help="another checkout's src/ to run beside this one, rounds alternating")
+    parser.add_argument("--no-fsync", action="store_true",
+                        help="beside this checkout, the same with fsyncs that return at once")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     count = args.transactions or (40 if args.quick else 400)
     sides = {"chronik": HERE.parent.parent / "src"}
     if args.against is not None:
         sides["against"] = args.against.resolve()
+    if args.no_fsync:
+        sides["no-fsync"] = sides["chronik"]
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in sides}
     loads = [Path("/proc/loadavg").read_text().split()[0]]
     for n in range(args.rounds):
         names = list(sides) if n % 2 == 0 else list(sides)[::-1]
         for name in names:
-            for key, values in one_round(sides[name], count).items():
+            for key, values in one_round(sides[name], count, name == "no-fsync").items():
                 samples[name].setdefault(key, []).extend(values)
     loads.append(Path("/proc/loadavg").read_text().split()[0])
     results = {name: summary(s) for name, s in samples.items()}
@@ -267,7 +284,7 @@ def main() -> int:
     output.write_text(json.dumps({
         "mode": "quick" if args.quick else "full", "transactions": count,
         "rounds": args.rounds, "load": loads, "steps": results,
-        "against": str(args.against) if args.against else None,
+        "against": str(args.against) if args.against else None, "no_fsync": args.no_fsync,
     }, indent=2))
     return 0
 
