@@ -193,6 +193,23 @@ def test_unused_reservation_is_given_back(monkeypatch):
     asyncio.run(scenario())
 
 
+def test_reservation_not_given_back_is_tried_again(monkeypatch):
+    monkeypatch.setattr(tc, "RESERVATION_SECONDS", 0.05)
+
+    async def scenario() -> None:
+        store = _Store()
+        coordinator, markers = await _coordinator(monkeypatch, store)
+        await _committing(coordinator)
+        markers.release.set()
+        await asyncio.sleep(0.01)
+        store.fail = 1  # the first giving back is not stored
+        await asyncio.sleep(0.3)
+        assert store.batches[-1] == [TxnState.COMPLETE_COMMIT]
+        assert coordinator.txns[TXN].reserved is None
+
+    asyncio.run(scenario())
+
+
 def test_used_reservation_is_not_given_back(monkeypatch):
     monkeypatch.setattr(tc, "RESERVATION_SECONDS", 0.05)
 

@@ -558,7 +558,12 @@ class TransactionCoordinator:
             if self._reservations.get(txn_id) is handle:
                 del self._reservations[txn_id]
             if self.txns.get(txn_id) is txn and not txn.pending and self._running:
-                self._spawn(self._transition(txn, txn.copy(last_update_ms=self.broker.now_ms())))
+                self._spawn(give_back())
+
+        async def give_back() -> None:
+            code = await self._transition(txn, txn.copy(last_update_ms=self.broker.now_ms()))
+            if code and self.txns.get(txn_id) is txn and self._running:
+                self._reserve(txn)  # not stored: the reservation holds, tried again later
 
         handle = asyncio.get_running_loop().call_later(RESERVATION_SECONDS, expired)
         self._reservations[txn_id] = handle
