@@ -225,6 +225,30 @@ def test_transactions_and_their_offsets_survive_kill_9(broker_process_factory):
     assert read_all(broker.bootstrap, sink, 1, "read_committed") == [b"kept", b"again"]
 
 
+def test_an_idle_producer_is_not_taken_for_one_in_a_transaction_after_a_restart(
+    broker_process_factory,
+):
+    """A commit reserves its partitions for the producer's next transaction (an Ongoing
+    record written with the completion); unused, the reservation is given back after a
+    second. A broker restarted after that finds the id idle: its producer, idle past
+    its transaction timeout meanwhile, is not aborted and fenced but commits again."""
+    broker = broker_process_factory(FAST_ABORT)
+    topic = topic_name("idle")
+    create_topic(broker.bootstrap, topic)
+    p = producer(broker.bootstrap, topic_name("tid"), **{"transaction.timeout.ms": 3000})
+    p.begin_transaction()
+    p.produce(topic, value=b"first")
+    p.commit_transaction(20)
+    time.sleep(2.0)  # the reservation (1 s) given back
+    broker.kill()
+    broker.start()
+    time.sleep(4.0)  # past the transaction timeout, looked for every half second
+    p.begin_transaction()
+    p.produce(topic, value=b"second")
+    p.commit_transaction(30)
+    assert read_all(broker.bootstrap, topic, 1, "read_committed") == [b"first", b"second"]
+
+
 def test_an_idle_transactional_id_expires(broker_factory):
     from kio.schema.init_producer_id.v4 import request as init_v4
 

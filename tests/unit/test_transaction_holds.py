@@ -3,7 +3,10 @@ transaction's AddPartitionsToTxn, sent while the previous one's markers are bein
 written, is answered once they are durable (its Ongoing state written in one batch with
 the completion) instead of CONCURRENT_TRANSACTIONS; a request still waiting after
 SETTLE_WAIT_SECONDS gets CONCURRENT_TRANSACTIONS; an InitProducerId that fences an open
-transaction is answered once its abort is written."""
+transaction is answered once its abort is written. The completion after the producer's
+own EndTxn reserves the transaction's partitions for the next one (an Ongoing record in
+the same write): a next AddPartitionsToTxn within them is answered without a write, and
+an unused reservation is given back by storing the completion again."""
 
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ class _Store:
 
     def __init__(self, fail: int = 0) -> None:
         self.batches: list[list[TxnState]] = []
+        self.last: Any = None  # the last record written, decoded
         self.fail = fail
 
     async def write(self, partition: int, key: bytes, value: bytes | None) -> None:
@@ -66,6 +70,8 @@ class _Store:
             self.fail -= 1
             raise StoreError(15, "not enough in-sync replicas")
         self.batches.append([decode_value(TXN, v).state for _, v in records if v is not None])
+        if records and records[-1][1] is not None:
+            self.last = decode_value(TXN, records[-1][1])
 
 
 async def _coordinator(monkeypatch: pytest.MonkeyPatch, store: _Store) -> tuple[Any, _Markers]:
@@ -110,33 +116,114 @@ def test_next_transaction_waits_for_the_markers_and_shares_the_completion_write(
     asyncio.run(scenario())
 
 
-def test_request_soon_after_the_markers_shares_the_completion_write(monkeypatch):
-    monkeypatch.setattr(transaction_holds, "NEXT_WAIT_SECONDS", 5.0)
-
+def test_completion_reserves_the_partitions_for_the_next_transaction(monkeypatch):
     async def scenario() -> None:
         store = _Store()
         coordinator, markers = await _coordinator(monkeypatch, store)
         pid, epoch = await _committing(coordinator)
         written = len(store.batches)
         markers.release.set()
-        await asyncio.sleep(0.05)  # the markers are written; the completion waits
-        assert len(store.batches) == written
-        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 1)]) == NONE
+        await asyncio.sleep(0.05)
+        # Written at once after the markers: the completion, and an Ongoing record for
+        # the same producer naming the partitions of the transaction just committed.
         assert store.batches[written:] == [[TxnState.COMPLETE_COMMIT, TxnState.ONGOING]]
+        assert store.last.partitions == {("t", 0)}
+        assert (store.last.producer_id, store.last.producer_epoch) == (pid, epoch)
+        txn = coordinator.txns[TXN]
+        assert txn.state == TxnState.COMPLETE_COMMIT and txn.reserved == {("t", 0)}
+        # Not a transaction here: no timeout aborts it.
+        assert coordinator.abort_timed_out(10**12) == 0
+        # The next transaction on the same partition: answered with no write.
+        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 0)]) == NONE
+        assert len(store.batches) == written + 1
+        now = coordinator.txns[TXN]
+        assert now.state == TxnState.ONGOING and now.partitions == {("t", 0)}
+        # A partition outside the reservation is stored before it is answered.
+        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 1)]) == NONE
+        assert store.batches[-1] == [TxnState.ONGOING]
+        assert store.last.partitions == {("t", 0), ("t", 1)}
+        # Its markers go to the partitions of this transaction only.
+        assert await coordinator.end_transaction(TXN, pid, epoch, True) == NONE
+        await asyncio.sleep(0.05)
+        assert sorted(markers.sent[-1][3]) == [("t", 0), ("t", 1)]
 
     asyncio.run(scenario())
 
 
-def test_request_arriving_after_the_completion_writes_on_its_own(monkeypatch):
+def test_reserved_partitions_are_not_a_reason_to_skip_a_fence(monkeypatch):
     async def scenario() -> None:
         store = _Store()
         coordinator, markers = await _coordinator(monkeypatch, store)
         pid, epoch = await _committing(coordinator)
         markers.release.set()
-        await asyncio.sleep(transaction_holds.NEXT_WAIT_SECONDS + 0.05)
-        assert coordinator.txns[TXN].state == TxnState.COMPLETE_COMMIT
-        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 1)]) == NONE
-        assert store.batches[-2:] == [[TxnState.COMPLETE_COMMIT], [TxnState.ONGOING]]
+        await asyncio.sleep(0.05)
+        # A new producer of the id bumps the epoch: the reservation is gone with it.
+        code, _, new_epoch = await coordinator.init_producer_id(TXN, 60_000)
+        assert (code, new_epoch) == (NONE, epoch + 1)
+        assert store.last.state == TxnState.EMPTY
+        assert coordinator.txns[TXN].reserved is None
+        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 0)]) == (
+            tc.PRODUCER_FENCED
+        )
+        assert await coordinator.add_partitions(TXN, pid, new_epoch, [("t", 0)]) == NONE
+        assert store.batches[-1] == [TxnState.ONGOING]
+
+    asyncio.run(scenario())
+
+
+def test_unused_reservation_is_given_back(monkeypatch):
+    monkeypatch.setattr(tc, "RESERVATION_SECONDS", 0.05)
+
+    async def scenario() -> None:
+        store = _Store()
+        coordinator, markers = await _coordinator(monkeypatch, store)
+        pid, epoch = await _committing(coordinator)
+        markers.release.set()
+        await asyncio.sleep(0.3)
+        # The completion stored again, alone: a coordinator loading the id finds no
+        # transaction under way.
+        assert store.batches[-2:] == [
+            [TxnState.COMPLETE_COMMIT, TxnState.ONGOING], [TxnState.COMPLETE_COMMIT]
+        ]
+        txn = coordinator.txns[TXN]
+        assert txn.state == TxnState.COMPLETE_COMMIT and txn.reserved is None
+        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 0)]) == NONE
+        assert store.batches[-1] == [TxnState.ONGOING]
+
+    asyncio.run(scenario())
+
+
+def test_reservation_not_given_back_is_tried_again(monkeypatch):
+    monkeypatch.setattr(tc, "RESERVATION_SECONDS", 0.05)
+
+    async def scenario() -> None:
+        store = _Store()
+        coordinator, markers = await _coordinator(monkeypatch, store)
+        await _committing(coordinator)
+        markers.release.set()
+        await asyncio.sleep(0.01)
+        store.fail = 1  # the first giving back is not stored
+        await asyncio.sleep(0.3)
+        assert store.batches[-1] == [TxnState.COMPLETE_COMMIT]
+        assert coordinator.txns[TXN].reserved is None
+
+    asyncio.run(scenario())
+
+
+def test_used_reservation_is_not_given_back(monkeypatch):
+    monkeypatch.setattr(tc, "RESERVATION_SECONDS", 0.05)
+
+    async def scenario() -> None:
+        store = _Store()
+        coordinator, markers = await _coordinator(monkeypatch, store)
+        pid, epoch = await _committing(coordinator)
+        markers.release.set()
+        await asyncio.sleep(0.01)
+        assert await coordinator.add_partitions(TXN, pid, epoch, [("t", 0)]) == NONE
+        written = len(store.batches)
+        await asyncio.sleep(0.2)
+        assert len(store.batches) == written
+        assert coordinator.txns[TXN].state == TxnState.ONGOING
 
     asyncio.run(scenario())
 

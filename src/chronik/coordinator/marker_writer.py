@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from chronik.protocol import errors
 from chronik.storage.partition_log import PartitionLog
@@ -53,19 +54,31 @@ class MarkerWriter:
         timeout_s: float = 30.0,
     ) -> dict[Partition, int]:
         """The error code of each partition's marker (errors.NONE: written and durable)."""
-        results: dict[Partition, int] = {}
-        written: list[tuple[Partition, PartitionLog, int]] = []
+        appended = self.append(producer_id, producer_epoch, coordinator_epoch, commit, partitions)
+        return await self.durable(appended, timeout_s)
+
+    def append(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: Iterable[Partition],
+    ) -> Appended:
+        """Step one of ``write``: the markers appended, nothing awaited (so that the
+        markers of several transactions appended one after the other share fsyncs)."""
+        done = Appended(producer_id, commit)
         writer = self.writer
         now = self.now_ms()
         for name, index in partitions:
             key = (name, index)
             plog, code = self.locate(name, index)
             if plog is None:
-                results[key] = code
+                done.results[key] = code
                 continue
             refused = writer.refusal(name, index, AppendOrigin.MARKER)
             if refused is not None:
-                results[key] = refused[0]
+                done.results[key] = refused[0]
                 continue
             try:
                 result = writer.append_marker(
@@ -79,15 +92,27 @@ class MarkerWriter:
                     log.info(
                         "marker for producer %d on %s-%d refused: %s", producer_id, name, index, exc
                     )
-                results[key] = code
+                done.results[key] = code
                 continue
-            written.append((key, plog, result.last_offset))
-        outcomes = await asyncio.gather(
-            *(
-                writer.durable(plog, key[0], key[1], last, timeout_s)
-                for key, plog, last in written
-            ),
-            return_exceptions=True,
+            done.logs.append((key, plog, result.last_offset))
+        return done
+
+    async def durable(self, appended: Appended, timeout_s: float = 30.0) -> dict[Partition, int]:
+        """Step two of ``write``: every fsync started (the appends all made before, so the
+        fsync threads do not contend with them for the interpreter), then the wait."""
+        writer = self.writer
+        results = appended.results
+        written: list[tuple[Partition, asyncio.Future[None] | None, int]] = []
+        for key, plog, last in appended.logs:
+            try:
+                written.append((key, writer.start_sync(plog), last))
+            except Exception as exc:  # the log is offline after a failed fsync
+                code = getattr(exc, "code", None)
+                if code is None:
+                    raise
+                results[key] = code
+        outcomes = await writer.durable_all(
+            [(synced, key[0], key[1], last) for key, synced, last in written], timeout_s
         )
         for (key, _, _), outcome in zip(written, outcomes, strict=True):
             if isinstance(outcome, BaseException):
@@ -99,5 +124,16 @@ class MarkerWriter:
             results[key] = outcome[0]
             told = self.on_offsets_marker
             if outcome[0] == errors.NONE and key[0] == OFFSETS_TOPIC and told is not None:
-                told(key[1], producer_id, commit)
+                told(key[1], appended.producer_id, appended.commit)
         return results
+
+
+@dataclass
+class Appended:
+    """Markers of one transaction appended and not yet durable: the error code of each
+    partition that took none, and the log and last offset of each that did."""
+
+    producer_id: int
+    commit: bool
+    results: dict[Partition, int] = field(default_factory=dict)
+    logs: list[tuple[Partition, PartitionLog, int]] = field(default_factory=list)

@@ -11,9 +11,21 @@ finishes the transactions it finds half-way through Prepare*.
 
 A request that finds its id busy (a state write, or the markers and completion of the
 previous transaction) is held until the id settles rather than answered
-CONCURRENT_TRANSACTIONS at once; an AddPartitionsToTxn held while the markers are written
-has its Ongoing state written in one batch with the completion
-(chronik.coordinator.transaction_holds).
+CONCURRENT_TRANSACTIONS at once (chronik.coordinator.transaction_holds).
+
+The next transaction is registered with the completion. After the producer's own EndTxn
+the completion is written in one batch with an Ongoing record for the same producer id
+and epoch listing the partitions of the transaction just ended (and those of a next
+AddPartitionsToTxn already held): the id's state here is Complete*, with those partitions
+reserved. A next AddPartitionsToTxn (or AddOffsetsToTxn) naming only reserved partitions
+is answered at once, with no write of its own: the stored Ongoing record already names
+them, durable before the request came, so a coordinator that loads the id finds them
+(and ends that transaction as Kafka ends an Ongoing one). A producer writes to the same
+partitions transaction after transaction, so its AddPartitionsToTxn no longer waits for
+an fsync. A partition outside the reservation is stored as before. A reservation unused
+for RESERVATION_SECONDS is given back: the completion is stored again, so a coordinator
+that loads the id later does not take an idle producer for one in a transaction (which
+it would abort, fencing the producer, once the transaction timeout passed).
 """
 
 from __future__ import annotations
@@ -66,6 +78,11 @@ DEFAULTS = {
 # last, and kept up for as long as this broker coordinates the transaction.
 COMPLETE_RETRY_FIRST_SECONDS = 0.1
 COMPLETE_RETRY_MAX_SECONDS = 2.0
+# How long partitions reserved with a completion wait for the producer's next
+# transaction before the completion is stored again without them. A producer that
+# commits back to back comes back within milliseconds (Kafka Streams commits every
+# 100 ms with exactly-once); an idle one costs one more state write.
+RESERVATION_SECONDS = 1.0
 
 
 class TransactionCoordinator:
@@ -91,6 +108,8 @@ class TransactionCoordinator:
         self._timers: list[asyncio.Task[None]] = []
         self._running = False
         self._held = HeldRequests()
+        # Per id, the timer that gives back an unused reservation.
+        self._reservations: dict[str, asyncio.TimerHandle] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
     def _cluster(self) -> ClusterPartitions | None:
@@ -115,6 +134,9 @@ class TransactionCoordinator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._timers.clear()
+        for handle in self._reservations.values():
+            handle.cancel()
+        self._reservations.clear()
         self._held.close()
         await self.markers.close()
 
@@ -199,6 +221,9 @@ class TransactionCoordinator:
         for txn_id in [t for t in self.txns if self.topic.partition_of(t) == partition]:
             del self.txns[txn_id]
             self._held.settled(txn_id)
+            handle = self._reservations.pop(txn_id, None)
+            if handle is not None:
+                handle.cancel()
 
     # -- requests held while an id is busy ------------------------------------------------
     def _unpend(self, txn: TxnMetadata) -> None:
@@ -372,6 +397,17 @@ class TransactionCoordinator:
         if txn.state == TxnState.ONGOING and wanted <= txn.partitions:
             return NONE
         now = self.broker.now_ms()
+        if txn.reserved is not None and wanted <= txn.reserved:
+            # The stored Ongoing record names them already: nothing to write.
+            ongoing = txn.copy(
+                state=TxnState.ONGOING,
+                partitions=(txn.partitions if txn.state == TxnState.ONGOING else set()) | wanted,
+                txn_start_ms=txn.txn_start_ms if txn.state == TxnState.ONGOING else now,
+                last_update_ms=now,
+            )
+            ongoing.reserved = txn.reserved
+            self.txns[txn_id] = ongoing
+            return NONE
         new = txn.copy(
             state=TxnState.ONGOING,
             partitions=(txn.partitions if txn.state == TxnState.ONGOING else set()) | wanted,
@@ -440,12 +476,16 @@ class TransactionCoordinator:
     async def _finish(
         self, txn: TxnMetadata, commit: bool, partition: int, producer_goes_on: bool = False
     ) -> None:
-        """Markers to every partition, then Complete* (with the next transaction's Ongoing
-        state if its AddPartitionsToTxn is waiting, or, after the producer's own EndTxn,
-        arrives within NEXT_WAIT_SECONDS). Stops if this broker stops coordinating the
-        id: the next coordinator finishes from the stored Prepare*."""
+        """Markers to every partition, then Complete*: after the producer's own EndTxn
+        with its next transaction's partitions reserved (and a held AddPartitionsToTxn
+        answered) in the same write. Stops if this broker stops coordinating the id: the
+        next coordinator finishes from the stored Prepare*."""
         following: NextTransaction | None = None
         try:
+            if producer_goes_on:
+                # The EndTxn answer first: its connection writes it on the loop's next
+                # turn, before the markers' appends.
+                await asyncio.sleep(0)
             epoch = self._epochs.get(partition, self.topic.coordinator_epoch(partition))
             done = await self.markers.send(
                 txn.producer_id,
@@ -458,37 +498,75 @@ class TransactionCoordinator:
             )
             if not done:
                 return
+            now = self.broker.now_ms()
             complete = txn.copy(
                 state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
                 partitions=set(),
                 txn_start_ms=-1,
-                last_update_ms=self.broker.now_ms(),
+                last_update_ms=now,
             )
-            if producer_goes_on:
-                await self._held.wait_next(txn.transactional_id)
             following = self._held.take_next(txn.transactional_id)
-            ongoing = None
-            if following is not None and (following.producer_id, following.producer_epoch) == (
+            if following is not None and (following.producer_id, following.producer_epoch) != (
                 complete.producer_id, complete.producer_epoch
             ):
-                now = self.broker.now_ms()
-                ongoing = complete.copy(
+                following.resolve(None)  # it looks again, and gets its error
+                following = None
+            reserving = None
+            if producer_goes_on or following is not None:
+                reserving = complete.copy(
                     state=TxnState.ONGOING,
-                    partitions=set(following.partitions),
+                    partitions=(txn.partitions if producer_goes_on else set())
+                    | (following.partitions if following is not None else set()),
                     txn_start_ms=now,
                     last_update_ms=now,
                 )
-            stored = await self._store_completion(txn, complete, partition, ongoing)
-            if stored is None:
+            stored = await self._store_completion(txn, complete, partition, reserving)
+            if stored is None or self.txns.get(txn.transactional_id) is not txn:
                 return
-            if self.txns.get(txn.transactional_id) is txn:
-                self.txns[txn.transactional_id] = stored
-                if stored is ongoing and following is not None:
-                    following.resolve(NONE)
+            if stored is complete or reserving is None:
+                self.txns[txn.transactional_id] = complete
+                return
+            reserved = frozenset(reserving.partitions)
+            if following is None:
+                complete.reserved = reserved
+                self.txns[txn.transactional_id] = complete
+                self._reserve(complete)
+                return
+            ongoing = complete.copy(
+                state=TxnState.ONGOING,
+                partitions=set(following.partitions),
+                txn_start_ms=now,
+                last_update_ms=now,
+            )
+            ongoing.reserved = reserved
+            self.txns[txn.transactional_id] = ongoing
+            following.resolve(NONE)
         finally:
             if following is not None:
                 following.resolve(None)  # not written with the completion: it looks again
             self._unpend(txn)
+
+    def _reserve(self, txn: TxnMetadata) -> None:
+        """Give the reservation of ``txn`` (the id's Complete* state) back if the
+        producer does not use it within RESERVATION_SECONDS."""
+        txn_id = txn.transactional_id
+        previous = self._reservations.pop(txn_id, None)
+        if previous is not None:
+            previous.cancel()
+
+        def expired() -> None:
+            if self._reservations.get(txn_id) is handle:
+                del self._reservations[txn_id]
+            if self.txns.get(txn_id) is txn and not txn.pending and self._running:
+                self._spawn(give_back())
+
+        async def give_back() -> None:
+            code = await self._transition(txn, txn.copy(last_update_ms=self.broker.now_ms()))
+            if code and self.txns.get(txn_id) is txn and self._running:
+                self._reserve(txn)  # not stored: the reservation holds, tried again later
+
+        handle = asyncio.get_running_loop().call_later(RESERVATION_SECONDS, expired)
+        self._reservations[txn_id] = handle
 
     async def _store_completion(
         self,
@@ -501,8 +579,8 @@ class TransactionCoordinator:
         transaction (None): its markers are written, so giving up would leave the id in
         Prepare* answering CONCURRENT_TRANSACTIONS until another coordinator loads it.
         Kafka's coordinator likewise retries the append for as long as it coordinates.
-        The first attempt writes ``ongoing`` (the next transaction) in the same batch;
-        the id's state once written: ``ongoing`` if that attempt succeeded, else
+        The first attempt writes ``ongoing`` (the next transaction's reservation) in the
+        same batch; what was written last: ``ongoing`` if that attempt succeeded, else
         ``complete``."""
         failures = 0
         delay = COMPLETE_RETRY_FIRST_SECONDS

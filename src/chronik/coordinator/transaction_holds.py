@@ -13,13 +13,9 @@ still busy).
 An AddPartitionsToTxn (or AddOffsetsToTxn) that arrives while the markers are being
 written goes further: it is queued as the id's next transaction, and the coordinator
 writes its Ongoing state in the same batch as the previous transaction's completion, one
-append and one fsync for both, and answers it when that batch is durable. Once the
-markers are durable the coordinator waits up to NEXT_WAIT_SECONDS for that request
-before it writes the completion alone: a producer's next AddPartitionsToTxn typically
-comes a millisecond or two after EndTxn is answered (librdkafka registers partitions on a
-1 ms timer), and nothing but the coordinator's own state waits for the completion record
-(the markers decide what readers see; a coordinator that loads the id in Prepare* writes
-them again).
+append and one fsync for both, and answers it when that batch is durable. (One that
+arrives after the completion usually finds its partitions reserved by that write and is
+answered at once: chronik.coordinator.transaction_coordinator.)
 """
 
 from __future__ import annotations
@@ -31,8 +27,6 @@ from kio.schema.errors import ErrorCode as E
 
 # Well under every client's request timeout (librdkafka 60 s, Java 30 s).
 SETTLE_WAIT_SECONDS = 5.0
-# How long a completion waits for the next transaction's first request, to share its write.
-NEXT_WAIT_SECONDS = 0.005
 
 Partition = tuple[str, int]
 CONCURRENT_TRANSACTIONS = int(E.concurrent_transactions)
@@ -60,8 +54,6 @@ class HeldRequests:
     def __init__(self) -> None:
         self._settling: dict[str, asyncio.Future[None]] = {}
         self._next: dict[str, NextTransaction] = {}
-        # Completions waiting for the id's next transaction (wait_next).
-        self._awaiting: dict[str, asyncio.Future[None]] = {}
         self.open = True
 
     @staticmethod
@@ -115,9 +107,6 @@ class HeldRequests:
             return CONCURRENT_TRANSACTIONS
         queued = NextTransaction(producer_id, epoch, partitions)
         self._next[txn_id] = queued
-        awaiting = self._awaiting.pop(txn_id, None)
-        if awaiting is not None and not awaiting.done():
-            awaiting.set_result(None)
         try:
             return await asyncio.wait_for(asyncio.shield(queued.answer), remaining)
         except TimeoutError:
@@ -127,20 +116,6 @@ class HeldRequests:
             queued.answer.cancel()
             if self._next.get(txn_id) is queued:
                 del self._next[txn_id]
-
-    async def wait_next(self, txn_id: str) -> None:
-        """Wait up to NEXT_WAIT_SECONDS for the id's next transaction to be queued."""
-        if txn_id in self._next or not self.open:
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        self._awaiting[txn_id] = waiter
-        try:
-            await asyncio.wait_for(waiter, NEXT_WAIT_SECONDS)
-        except TimeoutError:
-            pass
-        finally:
-            if self._awaiting.get(txn_id) is waiter:
-                del self._awaiting[txn_id]
 
     def take_next(self, txn_id: str) -> NextTransaction | None:
         """The queued next transaction, now written with the completion (or not)."""

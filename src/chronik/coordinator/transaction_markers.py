@@ -92,14 +92,20 @@ class MarkerSender:
                 leader = -1 if remote is None else remote.leader_of(*tp)
                 by_leader.setdefault(leader, []).append(tp)
             codes: dict[Partition, int] = {}
-            for answered in await asyncio.gather(
-                *(
-                    self._write(leader, tps, producer_id, producer_epoch, coordinator_epoch,
-                                commit)
-                    for leader, tps in by_leader.items()
+            if len(by_leader) == 1:  # one broker (a single node): no task to gather
+                ((leader, tps),) = by_leader.items()
+                codes = await self._write(
+                    leader, tps, producer_id, producer_epoch, coordinator_epoch, commit
                 )
-            ):
-                codes.update(answered)
+            else:
+                for answered in await asyncio.gather(
+                    *(
+                        self._write(leader, tps, producer_id, producer_epoch,
+                                    coordinator_epoch, commit)
+                        for leader, tps in by_leader.items()
+                    )
+                ):
+                    codes.update(answered)
             for tp, code in codes.items():
                 if code == 0:
                     left.discard(tp)

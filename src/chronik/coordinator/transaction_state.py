@@ -78,6 +78,11 @@ class TxnMetadata:
     # Not stored: a write or marker round is under way (Kafka's pendingState); requests
     # that would change the state meanwhile get CONCURRENT_TRANSACTIONS.
     pending: bool = False
+    # Not stored, and not kept by copy(): the partitions of the Ongoing record last
+    # stored for this producer id and epoch, when it lists more than ``partitions``
+    # (the next transaction registered with the previous one's completion, see
+    # chronik.coordinator.transaction_coordinator); None otherwise.
+    reserved: frozenset[tuple[str, int]] | None = None
 
     def copy(self, **changes: object) -> TxnMetadata:
         fields = dict(

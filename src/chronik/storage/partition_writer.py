@@ -33,8 +33,9 @@ it is given to the writer (``attach``) rather than imported.
 
 from __future__ import annotations
 
+import asyncio
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from chronik.protocol import errors
@@ -166,6 +167,46 @@ class PartitionWriter:
         # The followers fetched the records the moment they were appended: their
         # replication went on while the fsync ran.
         return await self.replication.wait_replicated(topic, partition, last_offset + 1, timeout)
+
+    # -- step 2 for several logs at once ----------------------------------------------
+    def start_sync(self, log: PartitionLog) -> asyncio.Future[None] | None:
+        """Start now the fsync (group commit) that makes what ``log`` has so far durable,
+        for ``durable_all``: the future done once it has completed, or None if that is
+        already so. Raises KafkaStorageError for a log offline."""
+        return self.committer.durable_future(log)
+
+    async def durable_all(
+        self,
+        appended: Sequence[tuple[asyncio.Future[None] | None, str, int, int]],
+        timeout: float,
+    ) -> list[tuple[int, str | None] | BaseException]:
+        """``durable`` for appends to several logs, each given as (its start_sync, topic,
+        partition, last offset): the fsyncs, already running side by side, waited for
+        without a task each, then (in a cluster) the in-sync replicas of all at once.
+        One outcome per append, in order: (error code, message), or the exception of a
+        failed fsync (KafkaStorageError)."""
+        outcomes: list[tuple[int, str | None] | BaseException] = []
+        for synced, *_ in appended:
+            try:
+                if synced is not None:
+                    await synced
+            except Exception as exc:
+                outcomes.append(exc)
+                continue
+            outcomes.append((errors.NONE, None))
+        replication = self.replication
+        if replication is None:
+            return outcomes
+        waits = [
+            replication.wait_replicated(topic, partition, last + 1, timeout)
+            for (_, topic, partition, last), outcome in zip(appended, outcomes, strict=True)
+            if not isinstance(outcome, BaseException)
+        ]
+        replicated = iter(await asyncio.gather(*waits, return_exceptions=True))
+        return [
+            outcome if isinstance(outcome, BaseException) else next(replicated)
+            for outcome in outcomes
+        ]
 
     # -- both steps, for writers of one batch at a time ------------------------------
     async def write(

@@ -35,21 +35,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for marker in request.markers
     ]
     if permitted:
-        # Each write appends its markers before it first waits, so every marker of the
-        # request is appended before any is waited on: the transactions share the
-        # fsyncs and the wait for replication instead of taking them one after another.
-        answered = await asyncio.gather(
-            *(
-                ctx.services.markers.write(
-                    int(marker.producer_id),
-                    int(marker.producer_epoch),
-                    int(marker.coordinator_epoch),
-                    bool(marker.transaction_result),
-                    tps,
-                )
-                for marker, tps in zip(request.markers, wanted, strict=True)
+        # Every marker of the request is appended before any is waited on: the
+        # transactions share the fsyncs and the wait for replication instead of taking
+        # them one after another.
+        markers = ctx.services.markers
+        appended = [
+            markers.append(
+                int(marker.producer_id),
+                int(marker.producer_epoch),
+                int(marker.coordinator_epoch),
+                bool(marker.transaction_result),
+                tps,
             )
-        )
+            for marker, tps in zip(request.markers, wanted, strict=True)
+        ]
+        answered = await asyncio.gather(*(markers.durable(done) for done in appended))
     else:
         answered = [dict.fromkeys(tps, errors.CLUSTER_AUTHORIZATION_FAILED) for tps in wanted]
     for marker, codes in zip(request.markers, answered, strict=True):
