@@ -40,6 +40,19 @@ if TYPE_CHECKING:
 # The slow parts go first (chaos, Spark, then the files with slow tests), so that the
 # short tests fill the end rather than a long one starting last.
 
+# Every process the tests start (brokers, bench scripts, clients) imports this stand-in
+# for hypothesis, as a production install has none; the tests themselves keep it: it is put
+# on the PYTHONPATH of children only in the process that runs tests, not in xdist's
+# controller, whose children are the workers.
+NO_HYPOTHESIS = Path(__file__).parent / "no_hypothesis"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", 0):
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, str(NO_HYPOTHESIS)])
+
+
 CHAOS_LANES = 2
 SPARK_APART = ("tests/spark/test_projection.py",)
 
