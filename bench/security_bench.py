@@ -16,10 +16,11 @@ listener in turn one producer (acks=all, idempotent, no compression, linger.ms=5
 writes N records of 1,000 bytes over 6 partitions (after a warm-up of N/20), then one
 consumer reads them back from the start (timed from its first delivery). TLS is TLS 1.3
 with OpenSSL's default cipher on both sides. Each figure is the best of `--runs`, with the
-broker's CPU milliseconds per 1,000 records (median) and how often its event loop was
-woken per 1,000 records (voluntary context switches of its main thread, median). With
-``--baseline DIR`` a second broker, from another checkout's src/, runs the same workloads
-in the same run, the two taking turns round by round: a change measured before and after.
+broker's CPU milliseconds per 1,000 records (median), how often its event loop was woken
+per 1,000 records (voluntary context switches of its main thread, median) and the
+clients' CPU (this process) per 1,000 records. With ``--baseline DIR`` a second broker,
+from another checkout's src/, runs the same workloads in the same run, the two taking
+turns round by round: a change measured before and after.
 
 The limit OpenSSL sets: the cipher the handshake chose, its speed on 16 KiB records from
 `openssl speed -evp`, and from it the time one encryption and one decryption of the
@@ -198,6 +199,12 @@ def broker_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def client_cpu() -> float:
+    """CPU seconds this process (the clients: librdkafka's threads and Python's) has used."""
+    times = os.times()
+    return times.user + times.system
+
+
 def broker_wakeups(pid: int) -> int:
     """How often the broker's event-loop thread has gone to sleep and been woken
     (voluntary context switches of its main thread)."""
@@ -233,18 +240,22 @@ def openssl_speed(suite: str) -> tuple[str, float, float]:
 
 def measure(broker: SecureChronik, admin: AdminClient, listener: str, count: int,
             rates: dict[str, list[float]], cpu: dict[str, list[float]],
-            wakeups: dict[str, list[float]]) -> None:
+            wakeups: dict[str, list[float]], clients: dict[str, list[float]]) -> None:
     topic = f"sec-{listener.lower().replace('+', '-')}-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     conf = broker.client(listener)
     assert broker.proc is not None
     pid = broker.proc.pid
-    before, woke_before = broker_cpu(pid), broker_wakeups(pid)
+    before, woke_before, client_before = broker_cpu(pid), broker_wakeups(pid), client_cpu()
     rates.setdefault(f"produce {listener}", []).append(produce(conf, topic, count))
-    middle, woke_middle = broker_cpu(pid), broker_wakeups(pid)
+    middle, woke_middle, client_middle = broker_cpu(pid), broker_wakeups(pid), client_cpu()
     total = count + warmup(count)
     rates.setdefault(f"consume {listener}", []).append(consume(conf, topic, total))
-    after, woke_after = broker_cpu(pid), broker_wakeups(pid)
+    after, woke_after, client_after = broker_cpu(pid), broker_wakeups(pid), client_cpu()
+    clients.setdefault(f"produce {listener}", []).append(
+        (client_middle - client_before) * 1000 / total)
+    clients.setdefault(f"consume {listener}", []).append(
+        (client_after - client_middle) * 1000 / total)
     wakeups.setdefault(f"produce {listener}", []).append(
         (woke_middle - woke_before) * 1000 / total)
     wakeups.setdefault(f"consume {listener}", []).append(
@@ -266,6 +277,7 @@ def main() -> int:
     rates: dict[str, dict[str, list[float]]] = {name: {} for name in names}
     cpu: dict[str, dict[str, list[float]]] = {name: {} for name in names}
     woke: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    clients: dict[str, dict[str, list[float]]] = {name: {} for name in names}
     load = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory(prefix="chronik-security-bench-") as tmp:
         ca, keystore = make_certificates(Path(tmp))
@@ -291,7 +303,7 @@ def main() -> int:
                 for name in names if run % 2 == 0 else names[::-1]:
                     for listener in LISTENERS:
                         measure(brokers[name], admins[name], listener, count, rates[name],
-                                cpu[name], woke[name])
+                                cpu[name], woke[name], clients[name])
         finally:
             for broker in brokers.values():
                 broker.stop()
@@ -300,6 +312,8 @@ def main() -> int:
     cpu_per_k = {name: {k: statistics.median(v) for k, v in cpu[name].items()} for name in names}
     woke_per_k = {name: {k: statistics.median(v) for k, v in woke[name].items()}
                   for name in names}
+    client_per_k = {name: {k: statistics.median(v) for k, v in clients[name].items()}
+                    for name in names}
     ratios = {
         name: {
             f"{kind} {listener}": results[name][f"{kind} {listener}"]
@@ -310,7 +324,8 @@ def main() -> int:
     }
     print(f"{count} records of {len(VALUE)} bytes, {PARTITIONS} partitions, best of {runs}; "
           f"load average {' '.join(load)} at the start")
-    header = f"{'':26}{'records/s':>12}{'of PLAINTEXT':>14}{'broker ms/1k':>14}{'wakeups/1k':>12}"
+    header = (f"{'':26}{'records/s':>12}{'of PLAINTEXT':>14}{'broker ms/1k':>14}"
+              f"{'wakeups/1k':>12}{'client ms/1k':>14}")
     if args.baseline is not None:
         header += (f"{'baseline rec/s':>16}{'of PLAINTEXT':>14}{'broker ms/1k':>14}"
                    f"{'wakeups/1k':>12}{'ratio':>8}")
@@ -319,7 +334,8 @@ def main() -> int:
         ratio = ratios["chronik"].get(row)
         line = (f"{row:26}{rate:>12,.0f}" + (f"{ratio:>13.2f}x" if ratio else " " * 14)
                 + f"{cpu_per_k['chronik'][row] * 1000:>14.1f}"
-                + f"{woke_per_k['chronik'][row]:>12.0f}")
+                + f"{woke_per_k['chronik'][row]:>12.0f}"
+                + f"{client_per_k['chronik'][row] * 1000:>14.1f}")
         if args.baseline is not None:
             base = results["baseline"][row]
             base_ratio = ratios["baseline"].get(row)
@@ -345,13 +361,22 @@ def main() -> int:
             "plaintext_s": plain, "ssl_s": tls, "openssl_s": crypto_seconds,
             "openssl_share_of_gap": crypto_seconds / gap if gap > 0 else None,
             "ratio_with_openssl_only": plain / (plain + crypto_seconds),
+            # The client's own CPU per record over PLAINTEXT against over SSL: with a
+            # broker that added nothing for TLS, the client alone would run at this ratio
+            # (it is the side that limits produce on this machine).
+            "client_cpu_ratio": client_per_k["chronik"][f"{kind} PLAINTEXT"]
+            / client_per_k["chronik"][f"{kind} SSL"]
+            if client_per_k["chronik"][f"{kind} SSL"] > 0 else None,
         }
         share = limit[kind]["openssl_share_of_gap"]
+        client_ratio = limit[kind]["client_cpu_ratio"]
         print(f"{kind}: PLAINTEXT {plain:.3f}s, SSL {tls:.3f}s for {count} records; OpenSSL's "
               f"encryption and decryption {crypto_seconds:.3f}s = "
               + (f"{share:.0%} of the gap" if share is not None else "no gap")
               + "; with nothing but "
-              f"OpenSSL added SSL would run at {limit[kind]['ratio_with_openssl_only']:.2f}x")
+              f"OpenSSL added SSL would run at {limit[kind]['ratio_with_openssl_only']:.2f}x; "
+              "the client's CPU per record PLAINTEXT/SSL: "
+              + (f"{client_ratio:.2f}x" if client_ratio is not None else "not measured"))
     write_report(
         args, "security", records=count, record_bytes=len(VALUE), runs=runs,
         load_average=load, records_per_s=results["chronik"],
@@ -359,6 +384,8 @@ def main() -> int:
         broker_cpu_ms_per_1000_records={n: {k: v * 1000 for k, v in c.items()}
                                         for n, c in cpu_per_k.items()},
         broker_wakeups_per_1000_records=woke_per_k,
+        client_cpu_ms_per_1000_records={n: {k: v * 1000 for k, v in c.items()}
+                                        for n, c in client_per_k.items()},
         baseline={"src": str(args.baseline), "records_per_s": results["baseline"],
                   "ratios_to_plaintext": ratios["baseline"]}
         if args.baseline is not None else None,
