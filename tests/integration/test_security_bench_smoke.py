@@ -31,3 +31,4 @@ def test_quick_tls_layer_bench_reports_each_path(tmp_path: Path) -> None:
         figures = report["per_100_mb"][direction]
         for path in ("plaintext_ms", "asyncio_ms", "chronik_ms", "openssl_ms"):
             assert figures[path] > 0, (direction, path)
+        assert figures["chronik_wakeups"] >= 0
