@@ -6,7 +6,8 @@ in pieces and joins them: four passes over every byte, and two large allocations
 request, after the decryption. With a BufferedProtocol the SSL layer decrypts into the
 buffer the protocol names: here a reused scratch buffer while headers are read (its
 bytes go to the StreamReader as before), and the request's own buffer while a body is
-read (``read_body``), so a body's bytes are written once, by OpenSSL.
+read (``read_body``), so a body's bytes are written once, by OpenSSL. While a body is
+read the socket wakes the event loop only once a large piece of it has arrived (WAKE_AT).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from collections.abc import Callable
 SCRATCH = 2**16
 # While a body is read, the socket wakes the event loop only once this much ciphertext has
 # arrived (SO_RCVLOWAT), or less when less of the body is left. A client writes TLS records
-# of 16 KiB one write() at a time (librdkafka does), and each woke the loop for a read of
-# one or two records: an event-loop turn, a recv, a pass through the SSL layer per 16 KiB,
-# where a plaintext body arrives in one write. The SSL layer reads 256 KiB at a time.
+# of up to 16 KiB one write() at a time (librdkafka does), and each woke the loop for a
+# read of one or two records: an event-loop turn, a recv, a pass through the SSL layer per
+# record, where a plaintext body arrives in one write. The SSL layer reads 256 KiB at a time.
 WAKE_AT = 2**18
-# Plaintext that ciphertext already taken from the socket may still yield: at most one
-# partial record (16 KiB and its overhead) waits in the SSL layer's buffer between reads.
+# Plaintext that ciphertext already taken from the socket may still yield: while the body
+# has room, the SSL layer decrypts all it can into it before it reads the socket again, so
+# at most one partial record (16 KiB of plaintext) waits in its buffer.
 IN_SSL_LAYER = 2**14 + 2**9
 # Below this the mark is not set: a small body costs no system calls.
 WAKE_MIN = 2**16
