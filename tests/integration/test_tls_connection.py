@@ -13,6 +13,7 @@ import random
 import socket
 import ssl
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -218,6 +219,58 @@ def test_a_client_that_stops_in_the_middle_of_a_record(tls: TLSBroker, how: str)
     client.sock.close()
     assert api_versions_ok(tls)
     assert "Traceback" not in tls.log()
+
+
+def test_a_close_notify_in_the_middle_of_a_body_is_answered(tls: TLSBroker) -> None:
+    """A client that ends TLS with close_notify halfway through a body and waits for the
+    broker's own close_notify (as ``SSLSocket.unwrap`` does) gets it, though the few
+    bytes of its alert do not reach the broker's wake-up mark."""
+    client = MemoryTLS(tls)
+    body = os.urandom(2 * MIB)
+    client.sock.sendall(client.encrypt(struct.pack(">i", len(body)) + body[:MIB]))
+    time.sleep(0.3)
+    with contextlib.suppress(ssl.SSLWantReadError):
+        client.tls.unwrap()
+    client.sock.sendall(client.outgoing.read())
+    client.sock.settimeout(10)
+    answered = False
+    while not answered:
+        data = client.sock.recv(65536)
+        assert data, "closed without a close_notify"
+        client.incoming.write(data)
+        with contextlib.suppress(ssl.SSLWantReadError):
+            client.tls.unwrap()
+            answered = True
+    client.sock.close()
+    assert api_versions_ok(tls)
+
+
+def test_renegotiation_in_the_middle_of_a_body_is_refused(tls: TLSBroker) -> None:
+    """TLS 1.2 renegotiation started by the client (openssl s_client's R command) halfway
+    through a 200,000-byte body: refused with an alert, as between requests, and at once."""
+    client = subprocess.Popen(
+        ["openssl", "s_client", "-connect", tls.ssl_bootstrap, "-tls1_2",
+         "-CAfile", str(tls.pki.ca_file)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    assert client.stdin is not None and client.stdout is not None
+    try:
+        # A size prefix of 200,000 and 100,000 bytes of the body, then R on its own line.
+        client.stdin.write(struct.pack(">i", 200_000) + (b"A" * 99 + b"\n") * 1000)
+        client.stdin.flush()
+        time.sleep(0.5)
+        started = time.monotonic()
+        client.stdin.write(b"R\n")
+        client.stdin.flush()
+        out, _ = client.communicate(timeout=20)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert b"RENEGOTIATING" in out
+    assert b"no renegotiation" in out
+    assert time.monotonic() - started < 10
+    assert api_versions_ok(tls)
 
 
 def test_failed_handshakes_close_the_connection_and_leave_the_broker_serving(

@@ -12,6 +12,7 @@ from chronik.broker.tls_stream import (
     IN_SSL_LAYER,
     SCRATCH,
     WAKE_AT,
+    WAKE_WAIT,
     TLSStreamProtocol,
     TLSStreamReader,
 )
@@ -141,6 +142,37 @@ def test_the_wake_up_mark_follows_what_the_body_still_owes() -> None:
             deliver(protocol, b"x" * 40_000)
             assert len(await task) == size
             assert mark() == 1  # between bodies (headers, small requests): the default
+        finally:
+            ours.close()
+            theirs.close()
+
+    asyncio.run(main())
+
+
+def test_a_mark_not_reached_in_time_is_dropped_until_bytes_come() -> None:
+    """A few bytes that are not application data (an alert, a renegotiation) must not
+    wait behind the mark: after WAKE_WAIT without a wake-up it goes back to 1, and is set
+    again once the body moves on."""
+
+    async def main() -> None:
+        reader, protocol = await reader_and_protocol()
+        ours, theirs = socket.socketpair()
+        try:
+            reader.set_transport(_Transport(ours))
+
+            def mark() -> int:
+                return ours.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+
+            task = asyncio.create_task(reader.read_body(2**21, lambda: None))
+            await asyncio.sleep(0)
+            assert mark() == WAKE_AT
+            await asyncio.sleep(WAKE_WAIT * 3)
+            assert mark() == 1
+            deliver(protocol, b"x" * 1000)
+            await asyncio.sleep(0)
+            assert mark() == WAKE_AT
+            deliver(protocol, b"x" * (2**21 - 1000))
+            assert len(await task) == 2**21
         finally:
             ours.close()
             theirs.close()

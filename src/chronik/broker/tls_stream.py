@@ -33,6 +33,11 @@ WAKE_AT = 2**18
 IN_SSL_LAYER = 2**14 + 2**9
 # Below this the mark is not set: a small body costs no system calls.
 WAKE_MIN = 2**16
+# A mark is held at most this long without a wake-up, then dropped for one turn: TLS
+# messages that are not application data and want an answer (a TLS 1.2 renegotiation,
+# refused with an alert; a close_notify from a client that waits for ours) are a few
+# hundred bytes and would not reach it. A body that trickles in is also seen arriving.
+WAKE_WAIT = 0.05
 
 
 class TLSStreamReader(asyncio.StreamReader):
@@ -86,7 +91,16 @@ class TLSStreamReader(asyncio.StreamReader):
                 # here. Never more than the body still owes, so the mark is always reached
                 # (a peer that closes wakes the loop whatever the mark).
                 self._set_wake_at(min(size - self._filled - IN_SSL_LAYER, WAKE_AT))
-                await self._wait_for_data("read_body")
+                if self._wake_at > 1:
+                    timer = asyncio.get_running_loop().call_later(
+                        WAKE_WAIT, self._set_wake_at, 1
+                    )
+                    try:
+                        await self._wait_for_data("read_body")
+                    finally:
+                        timer.cancel()
+                else:
+                    await self._wait_for_data("read_body")
                 progress()
         finally:
             self._body = None
