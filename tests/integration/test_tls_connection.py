@@ -1,8 +1,9 @@
 """The broker's TLS connection layer at its edges, against a broker process with an SSL
 listener: request bodies arriving in small TLS records with pauses (the socket's wake-up
 mark, SO_RCVLOWAT, must never wait for bytes that are not coming), a client that closes
-or half-closes in the middle of a record, handshakes that fail, a request of many
-megabytes, and a client that sends Fetch requests and never reads the answers."""
+or half-closes in the middle of a record, a close_notify and a renegotiation halfway
+through a body, handshakes that fail, a request of many megabytes, and a client that
+sends Fetch requests and never reads the answers."""
 
 from __future__ import annotations
 
