@@ -16,7 +16,9 @@ listener in turn one producer (acks=all, idempotent, no compression, linger.ms=5
 writes N records of 1,000 bytes over 6 partitions (after a warm-up of N/20), then one
 consumer reads them back from the start (timed from its first delivery). TLS is TLS 1.3
 with OpenSSL's default cipher on both sides. Each figure is the best of `--runs`, with the
-broker's CPU milliseconds per 1,000 records (median). With ``--baseline DIR`` a second broker,
+broker's CPU milliseconds per 1,000 records (median), how often its event loop was woken
+per 1,000 records (voluntary context switches of its main thread, median) and the
+clients' CPU (this process) per 1,000 records. With ``--baseline DIR`` a second broker,
 from another checkout's src/, runs the same workloads in the same run, the two taking
 turns round by round: a change measured before and after.
 
@@ -197,6 +199,21 @@ def broker_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def client_cpu() -> float:
+    """CPU seconds this process (the clients: librdkafka's threads and Python's) has used."""
+    times = os.times()
+    return times.user + times.system
+
+
+def broker_wakeups(pid: int) -> int:
+    """How often the broker's event-loop thread has gone to sleep and been woken
+    (voluntary context switches of its main thread)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
+
+
 def negotiated(port: int, ca: Path) -> tuple[str, str]:
     """The TLS version and suite a client with OpenSSL's defaults gets from the broker."""
     context = ssl.create_default_context(cafile=str(ca))
@@ -222,18 +239,27 @@ def openssl_speed(suite: str) -> tuple[str, float, float]:
 
 
 def measure(broker: SecureChronik, admin: AdminClient, listener: str, count: int,
-            rates: dict[str, list[float]], cpu: dict[str, list[float]]) -> None:
+            rates: dict[str, list[float]], cpu: dict[str, list[float]],
+            wakeups: dict[str, list[float]], clients: dict[str, list[float]]) -> None:
     topic = f"sec-{listener.lower().replace('+', '-')}-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     conf = broker.client(listener)
     assert broker.proc is not None
     pid = broker.proc.pid
-    before = broker_cpu(pid)
+    before, woke_before, client_before = broker_cpu(pid), broker_wakeups(pid), client_cpu()
     rates.setdefault(f"produce {listener}", []).append(produce(conf, topic, count))
-    middle = broker_cpu(pid)
+    middle, woke_middle, client_middle = broker_cpu(pid), broker_wakeups(pid), client_cpu()
     total = count + warmup(count)
     rates.setdefault(f"consume {listener}", []).append(consume(conf, topic, total))
-    after = broker_cpu(pid)
+    after, woke_after, client_after = broker_cpu(pid), broker_wakeups(pid), client_cpu()
+    clients.setdefault(f"produce {listener}", []).append(
+        (client_middle - client_before) * 1000 / total)
+    clients.setdefault(f"consume {listener}", []).append(
+        (client_after - client_middle) * 1000 / total)
+    wakeups.setdefault(f"produce {listener}", []).append(
+        (woke_middle - woke_before) * 1000 / total)
+    wakeups.setdefault(f"consume {listener}", []).append(
+        (woke_after - woke_middle) * 1000 / total)
     # Per 1,000 records, warm-up and connection setup included (the same for every listener).
     cpu.setdefault(f"produce {listener}", []).append((middle - before) * 1000 / total)
     cpu.setdefault(f"consume {listener}", []).append((after - middle) * 1000 / total)
@@ -250,6 +276,8 @@ def main() -> int:
     names = ["chronik"] + (["baseline"] if args.baseline is not None else [])
     rates: dict[str, dict[str, list[float]]] = {name: {} for name in names}
     cpu: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    woke: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    clients: dict[str, dict[str, list[float]]] = {name: {} for name in names}
     load = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory(prefix="chronik-security-bench-") as tmp:
         ca, keystore = make_certificates(Path(tmp))
@@ -275,13 +303,17 @@ def main() -> int:
                 for name in names if run % 2 == 0 else names[::-1]:
                     for listener in LISTENERS:
                         measure(brokers[name], admins[name], listener, count, rates[name],
-                                cpu[name])
+                                cpu[name], woke[name], clients[name])
         finally:
             for broker in brokers.values():
                 broker.stop()
     evp, encrypt_rate, decrypt_rate = openssl_speed(suite)
     results = {name: {k: max(v) for k, v in rates[name].items()} for name in names}
     cpu_per_k = {name: {k: statistics.median(v) for k, v in cpu[name].items()} for name in names}
+    woke_per_k = {name: {k: statistics.median(v) for k, v in woke[name].items()}
+                  for name in names}
+    client_per_k = {name: {k: statistics.median(v) for k, v in clients[name].items()}
+                    for name in names}
     ratios = {
         name: {
             f"{kind} {listener}": results[name][f"{kind} {listener}"]
@@ -292,19 +324,24 @@ def main() -> int:
     }
     print(f"{count} records of {len(VALUE)} bytes, {PARTITIONS} partitions, best of {runs}; "
           f"load average {' '.join(load)} at the start")
-    header = f"{'':26}{'records/s':>12}{'of PLAINTEXT':>14}{'broker ms/1k':>14}"
+    header = (f"{'':26}{'records/s':>12}{'of PLAINTEXT':>14}{'broker ms/1k':>14}"
+              f"{'wakeups/1k':>12}{'client ms/1k':>14}")
     if args.baseline is not None:
-        header += f"{'baseline rec/s':>16}{'of PLAINTEXT':>14}{'broker ms/1k':>14}{'ratio':>8}"
+        header += (f"{'baseline rec/s':>16}{'of PLAINTEXT':>14}{'broker ms/1k':>14}"
+                   f"{'wakeups/1k':>12}{'ratio':>8}")
     print(header)
     for row, rate in results["chronik"].items():
         ratio = ratios["chronik"].get(row)
         line = (f"{row:26}{rate:>12,.0f}" + (f"{ratio:>13.2f}x" if ratio else " " * 14)
-                + f"{cpu_per_k['chronik'][row] * 1000:>14.1f}")
+                + f"{cpu_per_k['chronik'][row] * 1000:>14.1f}"
+                + f"{woke_per_k['chronik'][row]:>12.0f}"
+                + f"{client_per_k['chronik'][row] * 1000:>14.1f}")
         if args.baseline is not None:
             base = results["baseline"][row]
             base_ratio = ratios["baseline"].get(row)
             line += (f"{base:>16,.0f}" + (f"{base_ratio:>13.2f}x" if base_ratio else " " * 14)
-                     + f"{cpu_per_k['baseline'][row] * 1000:>14.1f}{rate / base:>7.2f}x")
+                     + f"{cpu_per_k['baseline'][row] * 1000:>14.1f}"
+                     + f"{woke_per_k['baseline'][row]:>12.0f}{rate / base:>7.2f}x")
         print(line)
     for kind in ("produce", "consume"):
         acl = results["chronik"][f"{kind} SASL_SSL+ACLs"] / results["chronik"][f"{kind} SASL_SSL"]
@@ -324,19 +361,31 @@ def main() -> int:
             "plaintext_s": plain, "ssl_s": tls, "openssl_s": crypto_seconds,
             "openssl_share_of_gap": crypto_seconds / gap if gap > 0 else None,
             "ratio_with_openssl_only": plain / (plain + crypto_seconds),
+            # The client's own CPU per record over PLAINTEXT against over SSL: with a
+            # broker that added nothing for TLS, the client alone would run at this ratio
+            # (it is the side that limits produce on this machine).
+            "client_cpu_ratio": client_per_k["chronik"][f"{kind} PLAINTEXT"]
+            / client_per_k["chronik"][f"{kind} SSL"]
+            if client_per_k["chronik"][f"{kind} SSL"] > 0 else None,
         }
         share = limit[kind]["openssl_share_of_gap"]
+        client_ratio = limit[kind]["client_cpu_ratio"]
         print(f"{kind}: PLAINTEXT {plain:.3f}s, SSL {tls:.3f}s for {count} records; OpenSSL's "
               f"encryption and decryption {crypto_seconds:.3f}s = "
               + (f"{share:.0%} of the gap" if share is not None else "no gap")
               + "; with nothing but "
-              f"OpenSSL added SSL would run at {limit[kind]['ratio_with_openssl_only']:.2f}x")
+              f"OpenSSL added SSL would run at {limit[kind]['ratio_with_openssl_only']:.2f}x; "
+              "the client's CPU per record PLAINTEXT/SSL: "
+              + (f"{client_ratio:.2f}x" if client_ratio is not None else "not measured"))
     write_report(
         args, "security", records=count, record_bytes=len(VALUE), runs=runs,
         load_average=load, records_per_s=results["chronik"],
         ratios_to_plaintext=ratios["chronik"],
         broker_cpu_ms_per_1000_records={n: {k: v * 1000 for k, v in c.items()}
                                         for n, c in cpu_per_k.items()},
+        broker_wakeups_per_1000_records=woke_per_k,
+        client_cpu_ms_per_1000_records={n: {k: v * 1000 for k, v in c.items()}
+                                        for n, c in client_per_k.items()},
         baseline={"src": str(args.baseline), "records_per_s": results["baseline"],
                   "ratios_to_plaintext": ratios["baseline"]}
         if args.baseline is not None else None,

@@ -13,9 +13,10 @@ path: ``broker/tls_stream.py`` decrypts a body straight into its buffer, a respo
 in record-aligned pieces, ``connection.tls_pieces``). The client is another process
 (Python's ssl module, blocking sockets) that sends or drains the frames. Each figure is
 the median, over the rounds, of the server's CPU (user and system, from getrusage) per
-100 MB; beside it the time `openssl speed` gives for encrypting or decrypting 100 MB with
-the cipher the handshake chose: the floor for any TLS server. Prints a table and writes
-JSON to bench/results/.
+100 MB, and of how often it slept and was woken per 100 MB (voluntary context switches);
+beside it the time `openssl speed` gives for encrypting or decrypting 100 MB with the
+cipher the handshake chose: the floor for any TLS server. Prints tables and writes JSON
+to bench/results/.
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ sock.close()
 
 async def serve(
     mode: str, direction: str, frames: int, ca: Path, keystore: Path
-) -> tuple[float, str]:
-    """The server's CPU seconds to read or write ``frames`` frames on one connection, and
-    the TLS suite of the connection ("" for plaintext)."""
+) -> tuple[float, int, str]:
+    """The server's CPU seconds to read or write ``frames`` frames on one connection, how
+    often it slept and was woken meanwhile (voluntary context switches), and the TLS suite
+    of the connection ("" for plaintext)."""
     context = None
     if mode != "plaintext":
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -133,7 +135,8 @@ async def serve(
             await reader.readexactly(1)
         after = resource.getrusage(resource.RUSAGE_SELF)
         writer.close()
-        return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), suite
+        seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return seconds, after.ru_nvcsw - before.ru_nvcsw, suite
     finally:
         client.wait(30)
         listening.close()
@@ -145,19 +148,26 @@ def main() -> int:
     frames = args.records or (20 if args.quick else 300)
     rounds = args.runs or (1 if args.quick else 3)
     cpu: dict[str, list[float]] = {}
+    woken: dict[str, list[float]] = {}
     suite = ""
     with tempfile.TemporaryDirectory(prefix="chronik-tls-layer-bench-") as tmp:
         ca, keystore = make_certificates(Path(tmp))
         for run in range(rounds):
             for mode in MODES if run % 2 == 0 else MODES[::-1]:
                 for direction in ("read", "write"):
-                    seconds, used = asyncio.run(serve(mode, direction, frames, ca, keystore))
+                    seconds, wakeups, used = asyncio.run(
+                        serve(mode, direction, frames, ca, keystore)
+                    )
                     suite = used or suite
                     size = REQUEST if direction == "read" else RESPONSE
                     cpu.setdefault(f"{direction} {mode}", []).append(seconds * MB / (frames * size))
+                    woken.setdefault(f"{direction} {mode}", []).append(
+                        wakeups * MB / (frames * size)
+                    )
     evp, encrypt_rate, decrypt_rate = openssl_speed(suite)
     crypto = {"read": MB / decrypt_rate, "write": MB / encrypt_rate}
     figures = {k: statistics.median(v) for k, v in cpu.items()}
+    wakeups = {k: statistics.median(v) for k, v in woken.items()}
     print(f"server CPU ms per 100 MB, median of {rounds}; {suite}, openssl speed -evp {evp}")
     print(f"{'':10}{'plaintext':>11}{'asyncio':>10}{'chronik':>10}{'OpenSSL':>10}"
           f"{'TLS adds: asyncio':>19}{'chronik':>9}")
@@ -169,6 +179,11 @@ def main() -> int:
         print(f"{direction:10}{plain * 1000:>11.0f}{base * 1000:>10.0f}{ours * 1000:>10.0f}"
               f"{crypto[direction] * 1000:>10.0f}{(base - plain) * 1000:>19.0f}"
               f"{(ours - plain) * 1000:>9.0f}")
+    print(f"server wake-ups per 100 MB, median of {rounds}")
+    for direction in ("read", "write"):
+        print(f"{direction:10}" + "".join(f"{wakeups[f'{direction} {m}']:>11.0f}" for m in MODES))
+        for mode in MODES:
+            report[direction][f"{mode}_wakeups"] = wakeups[f"{direction} {mode}"]
     write_report(args, "tls-layer", frames=frames, rounds=rounds, suite=suite,
                  openssl_speed_evp=evp, per_100_mb=report)
     return 0

@@ -21,6 +21,7 @@ def test_quick_security_bench_reports_every_listener(tmp_path: Path) -> None:
         for listener in ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_SSL+ACLs"):
             assert report["records_per_s"][f"{kind} {listener}"] > 0, (kind, listener)
     assert all(r > 0 for r in report["ratios_to_plaintext"].values())
+    assert report["broker_wakeups_per_1000_records"]["chronik"]["produce SSL"] >= 0
     assert "openssl speed" in printed
 
 
@@ -30,3 +31,4 @@ def test_quick_tls_layer_bench_reports_each_path(tmp_path: Path) -> None:
         figures = report["per_100_mb"][direction]
         for path in ("plaintext_ms", "asyncio_ms", "chronik_ms", "openssl_ms"):
             assert figures[path] > 0, (direction, path)
+        assert figures["chronik_wakeups"] >= 0

@@ -4,10 +4,18 @@ straight into a request body being read."""
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 
-from chronik.broker.tls_stream import SCRATCH, TLSStreamProtocol, TLSStreamReader
+from chronik.broker.tls_stream import (
+    IN_SSL_LAYER,
+    SCRATCH,
+    WAKE_AT,
+    WAKE_WAIT,
+    TLSStreamProtocol,
+    TLSStreamReader,
+)
 
 
 def deliver(protocol: TLSStreamProtocol, data: bytes) -> None:
@@ -95,5 +103,78 @@ def test_a_connection_error_inside_a_body() -> None:
         reader.set_exception(ConnectionResetError("reset"))
         with pytest.raises(ConnectionResetError):
             await task
+
+    asyncio.run(main())
+
+
+class _Transport(asyncio.Transport):
+    """What the reader asks of asyncio's SSL transport: the socket beneath it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return self.sock if name == "socket" else default
+
+
+def test_the_wake_up_mark_follows_what_the_body_still_owes() -> None:
+    async def main() -> None:
+        reader, protocol = await reader_and_protocol()
+        ours, theirs = socket.socketpair()
+        try:
+            reader.set_transport(_Transport(ours))
+
+            def mark() -> int:
+                return ours.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+
+            size = 3 * 2**20
+            task = asyncio.create_task(reader.read_body(size, lambda: None))
+            await asyncio.sleep(0)
+            assert mark() == WAKE_AT  # far from the end: a full read's worth
+            deliver(protocol, b"x" * (size - 100_000))
+            await asyncio.sleep(0)
+            # Less than WAKE_AT left: never more than can still come.
+            assert mark() == 100_000 - IN_SSL_LAYER
+            deliver(protocol, b"x" * (100_000 - 40_000))
+            await asyncio.sleep(0)
+            assert mark() == 1  # a small rest: no mark, no system call
+            deliver(protocol, b"x" * 40_000)
+            assert len(await task) == size
+            assert mark() == 1  # between bodies (headers, small requests): the default
+        finally:
+            ours.close()
+            theirs.close()
+
+    asyncio.run(main())
+
+
+def test_a_mark_not_reached_in_time_is_dropped_until_bytes_come() -> None:
+    """A few bytes that are not application data (an alert, a renegotiation) must not
+    wait behind the mark: after WAKE_WAIT without a wake-up it goes back to 1, and is set
+    again once the body moves on."""
+
+    async def main() -> None:
+        reader, protocol = await reader_and_protocol()
+        ours, theirs = socket.socketpair()
+        try:
+            reader.set_transport(_Transport(ours))
+
+            def mark() -> int:
+                return ours.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+
+            task = asyncio.create_task(reader.read_body(2**21, lambda: None))
+            await asyncio.sleep(0)
+            assert mark() == WAKE_AT
+            await asyncio.sleep(WAKE_WAIT * 3)
+            assert mark() == 1
+            deliver(protocol, b"x" * 1000)
+            await asyncio.sleep(0)
+            assert mark() == WAKE_AT
+            deliver(protocol, b"x" * (2**21 - 1000))
+            assert len(await task) == 2**21
+        finally:
+            ours.close()
+            theirs.close()
 
     asyncio.run(main())
