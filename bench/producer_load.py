@@ -107,7 +107,8 @@ def _produce_for(
             # acknowledged (acks=all, replication).
             for message in chunk:
                 message.pop("_error", None)
-            room = len(producer) - CHUNK
+            queued_now = len(producer)
+            room = max(queued_now - CHUNK, queued_now // 2)  # large records: fewer queued
             while len(producer) > room and time.perf_counter() < until:
                 poll(0.005)
         else:
