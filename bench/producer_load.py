@@ -100,10 +100,17 @@ def _produce_for(
         queued += done
         if done < len(chunk):
             # The queue is full: the rest came back marked with '_error'. Clean the
-            # reused dicts and wait for deliveries instead of spinning.
+            # reused dicts and wait until deliveries have made room for a whole chunk:
+            # offering it again after each 5 ms poll refused most of it again, and the
+            # marking and cleaning of thousands of refused records a second took the
+            # CPU the brokers on the same cores needed, the more the slower they
+            # acknowledged (acks=all, replication).
             for message in chunk:
                 message.pop("_error", None)
-            poll(0.005)
+            queued_now = len(producer)
+            room = max(queued_now - CHUNK, queued_now // 2)  # large records: fewer queued
+            while len(producer) > room and time.perf_counter() < until:
+                poll(0.005)
         else:
             poll(0)
         if time.perf_counter() >= until:

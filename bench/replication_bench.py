@@ -130,16 +130,21 @@ class ReplicatedCluster(Setup):
 
 
 class ProbeMeter:
-    """Starts the latency probe when the load's producers start, stops it with them."""
+    """Starts the latency probe when the load's producers start, stops it with them, and
+    takes the brokers' CPU time (user + system) over the same span."""
 
-    def __init__(self, probe: LatencyProbe) -> None:
+    def __init__(self, probe: LatencyProbe, cluster: ReplicatedCluster) -> None:
         self.probe = probe
+        self.cluster = cluster
+        self.cpu_s = 0.0
 
     def start(self) -> None:
+        self.cpu_s = -sum(b.cpu_seconds() for b in self.cluster.brokers)
         self.probe.go()
 
     def stop(self) -> None:
         self.probe.stop()
+        self.cpu_s += sum(b.cpu_seconds() for b in self.cluster.brokers)
 
 
 def measure(cluster: ReplicatedCluster, settings: Settings, rf: int) -> dict[str, object]:
@@ -153,7 +158,8 @@ def measure(cluster: ReplicatedCluster, settings: Settings, rf: int) -> dict[str
             cluster.bootstrap, topic, acks="all", record_size=settings.record_size,
             rate=settings.probe_rate, seconds=settings.seconds,
         ) as probe:
-            result = run_load(cluster.bootstrap, topic, settings.load(), meter=ProbeMeter(probe))
+            meter = ProbeMeter(probe, cluster)
+            result = run_load(cluster.bootstrap, topic, settings.load(), meter=meter)
             latency = probe.result()
     except Exception as exc:  # one failing row must not hide the other's figures
         row: dict[str, object] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -165,6 +171,11 @@ def measure(cluster: ReplicatedCluster, settings: Settings, rf: int) -> dict[str
         "latency_p50_ms": latency.p50_ms,
         "latency_p99_ms": latency.p99_ms,
         "latency_samples": latency.samples,
+        # Every broker's CPU (the probe's records included) per record of the load.
+        "broker_us_per_record": meter.cpu_s / result.records * 1e6 if result.records else 0.0,
+        "client_us_per_record": (
+            result.client_cpu_s / result.records * 1e6 if result.records else 0.0
+        ),
         "leaders_per_broker": leaders,
     }
 
@@ -249,7 +260,8 @@ def failovers(cluster: ReplicatedCluster, settings: Settings) -> dict[str, objec
     return {"median_s": statistics.median(times), "runs": runs}
 
 
-KEYS = ("records_per_s", "latency_p50_ms", "latency_p99_ms")
+KEYS = ("records_per_s", "latency_p50_ms", "latency_p99_ms", "broker_us_per_record",
+        "client_us_per_record")
 
 
 def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -287,6 +299,8 @@ def render(results: dict[str, dict], ratios: dict[str, float | None], failover: 
             ("records_per_s", "records/s", "{:,.0f}"),
             ("latency_p50_ms", "latency p50 ms", "{:.2f}"),
             ("latency_p99_ms", "latency p99 ms", "{:.2f}"),
+            ("broker_us_per_record", "broker CPU us/record (all 3)", "{:.1f}"),
+            ("client_us_per_record", "producers' CPU us/record", "{:.1f}"),
         ):
             cells = []
             for rf in FACTORS:
@@ -298,7 +312,7 @@ def render(results: dict[str, dict], ratios: dict[str, float | None], failover: 
                 f"{'-' if ratio is None else f'{ratio:.2f}':>8}"
             )
     if baseline is not None:
-        lines.append("chronik/baseline (throughput: >1 faster; latency: <1 faster)")
+        lines.append("chronik/baseline (throughput: >1 faster; latency, CPU: <1 faster)")
         for key in KEYS:
             cells = []
             for rf in FACTORS:
@@ -366,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
                     rounds[name].setdefault(f"rf-{rf}", []).append(row)
                     shown = row.get("error") or (
                         f"{row['records_per_s']:,.0f} records/s, p50 "
-                        f"{row['latency_p50_ms']:.2f} ms, p99 {row['latency_p99_ms']:.2f} ms"
+                        f"{row['latency_p50_ms']:.2f} ms, p99 {row['latency_p99_ms']:.2f} ms, "
+                        f"brokers {row['broker_us_per_record']:.1f} us/record"
                     )
                     print(f"  round {index} {name:<8} RF={rf}: {shown}", flush=True)
         if settings.kills > 0:

@@ -334,3 +334,40 @@ def test_batches_behind_a_refused_one_get_the_storage_error_not_out_of_order(tmp
     for seq in (2, 4, 6):  # the retries, in order
         append(log, client_batch(2, pid=7, epoch=0, seq=seq))
     assert log.end_offset == 8
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+def test_a_followers_run_writes_each_index_once_and_a_torn_one_undoes_the_run(
+    tmp_path, disk, suffix, monkeypatch
+):
+    config = small_config(segment_bytes=10**6, index_interval_bytes=1)
+    leader = open_log(tmp_path / "leader-0", config)
+    acked = [(i, append(leader, batch(i)).base_offset, 1) for i in range(8)]
+    data = leader.read(0, 1 << 20)
+    follower = open_log(tmp_path / "follower-0", config)
+    follower.replicated = True
+    disk.full = (suffix,)
+    with pytest.raises(KafkaStorageError):
+        follower.append_replicated(data, NOW)
+    assert follower.end_offset == 0
+    assert (follower.active.index.entries, follower.active.time_index.entries) == (0, 0)
+    file_sizes_match(follower)
+    disk.full = ()
+    writes: list[str] = []
+    real_write = os.write
+
+    def counting(fd, chunk):
+        writes.append(_path_of(fd).rsplit(".", 1)[-1])
+        return real_write(fd, chunk)
+
+    monkeypatch.setattr(os, "write", counting)
+    assert follower.append_replicated(data, NOW) == 8
+    # Eight batches, an index entry after each: one write per file for the whole run.
+    # (The leader-epoch checkpoint is written once too, through a temporary file.)
+    assert sorted(w for w in writes if w != "tmp") == ["index", "log", "timeindex"]
+    assert follower.active.index.entries == leader.active.index.entries == 7
+    file_sizes_match(follower)
+    for offset, value in expected(acked):
+        assert dict(values(follower))[offset] == value
+    follower.close()
+    assert values(open_log(tmp_path / "follower-0")) == expected(acked)

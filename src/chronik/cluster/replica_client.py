@@ -42,6 +42,10 @@ _HEADER = struct.Struct(">hhih")
 # Answers larger than this are refused (replica.fetch.response.max.bytes plus room for
 # the first batch that may exceed it, KIP-74).
 MAX_RESPONSE_BYTES = 1 << 30
+# What the connection's reader buffers before it stops reading the socket: asyncio's
+# 64 KB default paused and resumed the socket (two epoll changes) several times for
+# every fetch answer of a few hundred KB.
+READ_LIMIT = 1 << 20
 # How long a connection's TLS handshake and SASL exchange may take together.
 AUTHENTICATION_TIMEOUT = 30.0
 # After the other broker refused this one's credentials, no new attempt before this.
@@ -103,6 +107,7 @@ class BrokerClient:
                 self._reader, self._writer = await asyncio.open_connection(
                     self.host,
                     self.port,
+                    limit=READ_LIMIT,
                     ssl=tls,
                     server_hostname=self.host if tls is not None else None,
                 )
@@ -185,6 +190,13 @@ class BrokerClient:
     ) -> bytes:
         """Send one request of ``body`` bytes; its response body's bytes (chronik's own
         APIs, which kio has no schema for, and the raw Fetch)."""
+        return bytes(await self.request_view(api_key, version, body, timeout, flexible))
+
+    async def request_view(
+        self, api_key: int, version: int, body: bytes, timeout: float, flexible: bool = False
+    ) -> memoryview:
+        """As request_bytes, the response body as a view of the frame read (a follower's
+        Fetch answer, whose record bytes are appended as they are, uncopied)."""
         async with self._lock:
             if self._writer is None:
                 await self._connect()
@@ -197,7 +209,7 @@ class BrokerClient:
                 raise BrokerUnreachable(
                     f"{self.host}:{self.port}: {type(exc).__name__} {exc}".rstrip()
                 ) from None
-            return frame[5 if flexible else 4 :]
+            return memoryview(frame)[5 if flexible else 4 :]
 
     async def _read_frame(self) -> bytes:
         assert self._reader is not None

@@ -7,6 +7,10 @@ partitions whose position changed, and is answered only those with news. Partiti
 under a follower replication throttle are left out of a fetch while the throttle's rate
 is over (chronik.cluster.replication_quota).
 
+The Fetch request is encoded and its answer read by hand (chronik.protocol.replica_fetch):
+record bytes are appended as views of the answer's frame, never copied or built into
+entities on the way.
+
 Before the first fetch of a partition under a new leader epoch the follower asks the
 leader, with OffsetForLeaderEpoch (KIP-101/279), where its own latest epoch ends on the
 leader and truncates anything after that: a tail the old leader wrote but never
@@ -34,15 +38,16 @@ from chronik.cluster.replica_client import (
     BrokerUnreachable,
     request_module,
 )
-from chronik.protocol import errors, key_counts
+from chronik.protocol import errors, key_counts, replica_fetch
 from chronik.protocol.compat import build
+from chronik.protocol.replica_fetch import FetchPosition
 
 if TYPE_CHECKING:
     from chronik.cluster.replica_manager import Replica, ReplicaManager
 
 log = logging.getLogger("chronik.replication")
 
-FETCH_KEY, FETCH_VERSION = 1, 11
+FETCH_KEY = 1
 EPOCH_KEY, EPOCH_VERSION = 23, 3
 
 
@@ -58,7 +63,7 @@ class ReplicaFetcher:
         self.partition_max_bytes = config.replica_fetch_max_bytes
         self.backoff = config.replica_fetch_backoff_ms / 1000
         self._client: BrokerClient | None = None
-        self._session: FetchSessionHandler[tuple[str, int], tuple[int, int, int]] = (
+        self._session: FetchSessionHandler[tuple[str, int], FetchPosition] = (
             FetchSessionHandler(f"broker {leader_id}")
         )
         self._task: asyncio.Task[None] | None = None
@@ -242,76 +247,54 @@ class ReplicaFetcher:
     # -- fetch -------------------------------------------------------------------------------
 
     async def _fetch(self, client: BrokerClient, replicas: list[Replica]) -> None:
-        module = request_module(FETCH_KEY, FETCH_VERSION)
         sent: dict[tuple[str, int], tuple[Replica, int, int]] = {}
-        wanted: dict[tuple[str, int], tuple[int, int, int]] = {}
+        wanted: dict[tuple[str, int], FetchPosition] = {}
         for replica in replicas:
             plog = replica.log
-            sent[replica.key] = (replica, replica.leader_epoch, plog.end_offset)
-            wanted[replica.key] = (plog.end_offset, plog.start_offset, replica.leader_epoch)
+            end = plog.end_offset
+            sent[replica.key] = (replica, replica.leader_epoch, end)
+            wanted[replica.key] = FetchPosition(end, plog.start_offset, replica.leader_epoch)
         # A fetch session (KIP-227): only what changed is sent, only news answered.
         session = self._session
         send, forget = session.build(wanted)
-        by_topic: dict[str, list[object]] = {}
-        for (topic, partition), (offset, start, epoch) in send.items():
-            by_topic.setdefault(topic, []).append(build(
-                module.FetchPartition,
-                partition=partition,
-                current_leader_epoch=epoch,
-                fetch_offset=offset,
-                log_start_offset=start,
-                partition_max_bytes=self.partition_max_bytes,
-            ))
-        forgotten: dict[str, list[int]] = {}
-        for topic, partition in forget:
-            forgotten.setdefault(topic, []).append(partition)
-        request = build(
-            module.FetchRequest,
-            replica_id=self.manager.node_id,
-            max_wait=self.wait_ms,
-            min_bytes=self.min_bytes,
-            max_bytes=self.max_bytes,
-            isolation_level=0,
-            session_id=session.session_id,
-            session_epoch=session.epoch,
-            topics=tuple(
-                build(module.FetchTopic, topic=name, partitions=tuple(parts))
-                for name, parts in by_topic.items()
-            ),
-            forgotten_topics_data=tuple(
-                build(module.ForgottenTopic, topic=name, partitions=tuple(parts))
-                for name, parts in forgotten.items()
-            ),
-            rack_id="",
+        body = replica_fetch.encode_request(
+            self.manager.node_id, self.wait_ms, self.min_bytes, self.max_bytes,
+            session.session_id, session.epoch, send, self.partition_max_bytes, forget,
         )
         try:
-            response = await client.request(request, timeout=self.wait_ms / 1000 + 30)
+            answer = await client.request_view(
+                FETCH_KEY, replica_fetch.VERSION, body, timeout=self.wait_ms / 1000 + 30
+            )
         except BaseException:
             session.handle_error()
             raise
-        if not session.handle_response(int(response.error_code), int(response.session_id)):
+        try:
+            response = replica_fetch.decode_response(answer)
+            parts = list(response.partitions())
+        except ValueError as exc:
+            # A garbled answer: nothing of it is taken, the session and the connection
+            # start over.
+            session.handle_error()
+            client.close()
+            raise BrokerUnreachable(f"broker {self.leader_id}: Fetch response: {exc}") from None
+        if not session.handle_response(response.error_code, response.session_id):
             return
         now = time.time_ns() // 1_000_000
-        for topic in response.responses:
-            for part in topic.partitions:
-                entry = sent.get((topic.topic, part.partition_index))
-                if entry is None:
-                    continue
-                replica, epoch, offset = entry
-                if (
-                    replica.role != "follower"
-                    or replica.leader_epoch != epoch
-                    or replica.log.end_offset != offset
-                    or replica.log.closed
-                ):
-                    continue  # the partition moved on while the fetch was out
-                self.manager.fetched(
-                    replica,
-                    int(part.error_code),
-                    part.records,
-                    int(part.high_watermark),
-                    int(part.log_start_offset),
-                    now,
-                )
-                self.manager.quotas.follower_received(replica.topic, replica.partition,
-                                                      part.records)
+        manager = self.manager
+        quotas = manager.quotas
+        for part in parts:
+            entry = sent.get((part.topic, part.partition))
+            if entry is None:
+                continue
+            replica, epoch, offset = entry
+            plog = replica.log
+            if (
+                replica.role != "follower"
+                or replica.leader_epoch != epoch
+                or plog.end_offset != offset
+                or plog.closed
+            ):
+                continue  # the partition moved on while the fetch was out
+            manager.fetched(replica, part.error_code, part.records, part.high_watermark,
+                            part.log_start_offset, now)
+            quotas.follower_received(replica.topic, replica.partition, part.records)

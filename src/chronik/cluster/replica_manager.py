@@ -83,7 +83,9 @@ class Replica:
     controller_epoch: int = -1
     assigned: list[int] = field(default_factory=list)
     followers: dict[int, FollowerState] = field(default_factory=dict)
-    waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
+    # Leader: acks=all produces waiting for the high watermark: (offset, future, deadline
+    # in loop time); a deadline passed answers REQUEST_TIMED_OUT (ReplicaManager._expire).
+    waiters: list[tuple[int, asyncio.Future[int], float]] = field(default_factory=list)
     isr_writing: bool = False
     # Leader of an offline log: writing the ISR without itself, so the controller
     # elects another replica.
@@ -132,6 +134,12 @@ class ReplicaManager:
         self._isr_news: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []
         self._isr_news_flush: asyncio.TimerHandle | None = None
         self._retry: asyncio.TimerHandle | None = None
+        # One timer for every acks=all waiter's deadline, not one per produce: it fires at
+        # the earliest deadline it knows of, answers the waiters past theirs and is set
+        # again for the earliest left.
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_at = 0.0
+        self._waiting: dict[int, Replica] = {}  # id -> a replica with waiters
         self._failed_roles: set[tuple[str, int]] = set()  # logged once until taken up
         # Replication throttles: their settings come with the view (from start()).
         self.quotas = ReplicationQuotas(self.node_id)
@@ -148,7 +156,7 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         self._stopping = True
-        for timer in (self._retry, self._isr_news_flush):
+        for timer in (self._retry, self._isr_news_flush, self._expiry):
             if timer is not None:
                 timer.cancel()
         self._flush_isr_news()
@@ -443,7 +451,7 @@ class ReplicaManager:
         replica.paused_until = time.monotonic() + wait
 
     def fetched(
-        self, replica: Replica, code: int, records: bytes | None, leader_hw: int,
+        self, replica: Replica, code: int, records: bytes | memoryview | None, leader_hw: int,
         leader_start: int, now_ms: int,
     ) -> None:
         plog = replica.log
@@ -578,21 +586,63 @@ class ReplicaManager:
             self.node.wake_fetches(plog, followers=False)
 
     def _release_waiters(self, replica: Replica) -> None:
+        if not replica.waiters:
+            return
         hw = replica.log.high_watermark
         keep = []
-        for offset, fut in replica.waiters:
-            if offset <= hw:
+        for waiter in replica.waiters:
+            if waiter[0] <= hw:
+                fut = waiter[1]
                 if not fut.done():
                     fut.set_result(errors.NONE)
             else:
-                keep.append((offset, fut))
+                keep.append(waiter)
         replica.waiters = keep
 
     def _fail_waiters(self, replica: Replica, code: int) -> None:
-        for _, fut in replica.waiters:
+        for _, fut, _ in replica.waiters:
             if not fut.done():
                 fut.set_result(code)
         replica.waiters = []
+
+    def _add_waiter(self, replica: Replica, offset: int, timeout: float) -> asyncio.Future[int]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+        deadline = loop.time() + timeout
+        replica.waiters.append((offset, fut, deadline))
+        self._waiting[id(replica)] = replica
+        if self._expiry is None or deadline < self._expiry_at:
+            if self._expiry is not None:
+                self._expiry.cancel()
+            self._expiry_at = deadline
+            self._expiry = loop.call_at(deadline, self._expire)
+        return fut
+
+    def _expire(self) -> None:
+        """Answer REQUEST_TIMED_OUT to the waiters past their deadline; set the timer
+        again for the earliest deadline left."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        earliest = None
+        for key, replica in list(self._waiting.items()):
+            keep = []
+            for waiter in replica.waiters:
+                fut, deadline = waiter[1], waiter[2]
+                if fut.done():
+                    continue
+                if deadline <= now:
+                    fut.set_result(errors.REQUEST_TIMED_OUT)
+                    continue
+                keep.append(waiter)
+                if earliest is None or deadline < earliest:
+                    earliest = deadline
+            replica.waiters = keep
+            if not keep:
+                del self._waiting[key]
+        if earliest is not None and not self._stopping:
+            self._expiry_at = earliest
+            self._expiry = loop.call_at(earliest, self._expire)
 
     async def _isr_checks(self) -> None:
         interval = max(self.lag_max_ms / 2000, 0.05)
@@ -739,14 +789,10 @@ class ReplicaManager:
         if replica is None or replica.role != LEADER:
             return errors.NOT_LEADER_OR_FOLLOWER, None
         if replica.log.high_watermark < offset:
-            fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-            replica.waiters.append((offset, fut))
-            try:
-                async with asyncio.timeout(timeout):
-                    code = await fut  # this waiter's own: cancelling it touches no other
-            except TimeoutError:
-                replica.waiters = [w for w in replica.waiters if w[1] is not fut]
-                return errors.REQUEST_TIMED_OUT, (
+            # This waiter's own future: cancelling the produce touches no other waiter.
+            code = await self._add_waiter(replica, offset, timeout)
+            if code == errors.REQUEST_TIMED_OUT:
+                return code, (
                     f"{replica.name}: not replicated to the ISR {list(replica.isr)} in time"
                 )
             if code != errors.NONE:

@@ -287,7 +287,9 @@ class ReplicationQuotas:
             return True
         return 0 <= replica.leader_hw <= replica.log.end_offset
 
-    def follower_received(self, topic: str, partition: int, records: bytes | None) -> None:
+    def follower_received(
+        self, topic: str, partition: int, records: bytes | memoryview | None
+    ) -> None:
         if records and self.follower.is_throttled(topic, partition):
             self.follower.record(len(records))
 

@@ -323,8 +323,17 @@ class LogSegment:
             self.size += len(data)
             if self.first_batch_timestamp is None and headers:
                 self.first_batch_timestamp = headers[0][1].max_timestamp
-            for rel, header in headers:
-                self._index_batch(position + rel, header)
+            index, times = self.index, self.time_index
+            index.hold()
+            times.hold()
+            try:
+                for rel, header in headers:
+                    self._index_batch(position + rel, header)
+            finally:
+                try:
+                    index.release()
+                finally:
+                    times.release()
         except OSError:
             self._rollback(mark)
             raise

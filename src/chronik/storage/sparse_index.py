@@ -27,6 +27,8 @@ class SparseIndex:
         self._keys: list[int] | None = None
         self._values: list[int] | None = None
         self.entries = 0
+        # Entries encoded while held (a follower's run of batches), written in one go.
+        self._pending: list[bytes] | None = None
 
     # -- on-disk entry <-> (key, value) in absolute terms ---------------------------------
     def _decode(self, raw: bytes) -> tuple[int, int]:
@@ -93,14 +95,30 @@ class SparseIndex:
     # -- writing (active only) -----------------------------------------------------------
     def _append(self, key: int, value: int) -> None:
         assert self._keys is not None and self._values is not None
-        self._file.write(self._encode(key, value))
+        if self._pending is not None:
+            self._pending.append(self._encode(key, value))
+        else:
+            self._file.write(self._encode(key, value))
         self._keys.append(key)
         self._values.append(value)
         self.entries += 1
 
+    def hold(self) -> None:
+        """Entries appended from now on are written by ``release``, in one write: a run of
+        batches appended at once costs one index write, not one per batch."""
+        self._pending = []
+
+    def release(self) -> None:
+        """Write the entries held since ``hold`` (raises OSError, some of them perhaps
+        written: the caller's undo cuts the file back, as for a failed append)."""
+        pending, self._pending = self._pending, None
+        if pending:
+            self._file.write(b"".join(pending))
+
     def truncate(self, entries: int) -> None:
         """Cut the active index back to its first ``entries`` entries, file and memory
         (the undo of a failed write: a torn entry goes with it)."""
+        self._pending = None
         if self._keys is None or self._values is None:
             return
         with self._file as fd:
