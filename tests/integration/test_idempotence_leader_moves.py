@@ -186,6 +186,11 @@ def test_a_leader_whose_epoch_goes_up_takes_every_pipelined_write(cluster_factor
                 break  # refused: the answers say what
             busy_storing(cluster, [1], f"{topic}-filler-{i}")
             reassign(cluster, topic, {0: replicas})
+            # The assignment and the ISR can read as done a moment before the partition's
+            # state carries the raised epoch.
+            before = epochs[-1]
+            wait_until(lambda b=before: cluster.partition_state(topic, 0)["leader_epoch"] > b,
+                       "the leader epoch raised")
             epochs.append(cluster.partition_state(topic, 0)["leader_epoch"])
         more()
     finally:
