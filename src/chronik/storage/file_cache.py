@@ -140,27 +140,15 @@ class CachedFile:
                 cache._close(self)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Pin, write every byte of ``data`` (as diskio.write_all), unpin: the pin of
-        ``with f as fd: write_all(fd, data)`` in one call, for the append path."""
-        cache = self.cache
-        with cache._lock:
-            fd = self.fd
-            if fd is None:
-                if self.retired:
-                    raise OSError(errno.EBADF, "file is closed", str(self.path))
-                fd = cache._open_file(self)
-            else:
-                cache._open.move_to_end(self)
-            self.pins += 1
+        """Pin, write every byte of ``data`` (as diskio.write_all), unpin: ``with f as fd:
+        write_all(fd, data)`` without the context manager's calls, for the append path."""
+        fd = self.acquire()
         try:
             written = os.write(fd, data)
             if written < len(data):  # a disk filling part way: the rest, or the error
                 write_all(fd, memoryview(data)[written:])
         finally:
-            with cache._lock:
-                self.pins -= 1
-                if not self.pins and self.close_pending:
-                    cache._close(self)
+            self.release()
 
     def __enter__(self) -> int:
         return self.acquire()
