@@ -5,7 +5,9 @@ and refuses a body cut short with ValueError."""
 from __future__ import annotations
 
 import io
+import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_payload_module, load_response_schema
@@ -123,3 +125,29 @@ def test_response_walk_reads_kios_encoding() -> None:
         == [(3, 0, 10, 2), (4, 6, -1, -1)]
     assert parts[0].records is not None and bytes(parts[0].records) == b"abc"
     assert parts[1].records is None
+
+
+def test_the_spark_reader_reads_the_same_codec_with_its_aborted_transactions() -> None:
+    """chronik.spark.fetch_client reads through this codec: a read_committed answer's
+    last stable offset and aborted transactions come through, a partition with no
+    records gives an empty view, and an error or a cut answer is the reader's
+    ProtocolError."""
+    from chronik.spark.fetch_client import ProtocolError, decode_fetch, encode_fetch
+
+    parts = [
+        PartitionResult(0, 0, 50, 40, 5, b"\x01\x02", [(7, 30), (9, 35)]),
+        PartitionResult(1, 0, 8, 8, 0, None, None),
+    ]
+    body = b"".join(encode_fetch_response(11, [TopicResult("t", uuid.uuid4(), parts)]))
+    buf = memoryview(b"\x00\x00\x00\x07" + body)
+    got = decode_fetch(buf, b"t", 0)
+    assert (got.high_watermark, got.last_stable_offset, got.log_start_offset) == (50, 40, 5)
+    assert got.aborted == [(7, 30), (9, 35)] and bytes(got.records) == b"\x01\x02"
+    empty = decode_fetch(buf, b"t", 1)
+    assert empty.aborted is None and bytes(empty.records) == b""
+    with pytest.raises(ProtocolError):
+        decode_fetch(buf[: len(buf) - 1], b"t", 1)
+    with pytest.raises(ProtocolError):
+        decode_fetch(buf, b"t", 2)
+    request = encode_fetch(1, b"c", b"t", 0, 12, 500, 1 << 20, isolation_level=1)
+    assert request[4 + 10 + 1 + 16] == 1  # size, header, client id "c", 4 int32s: isolation

@@ -1,7 +1,8 @@
-# A follower's Fetch request (v11) and its response, encoded and read by hand: a
-# follower sends one per fetch round, and building kio entities for the request, then
-# decoding the answer into entities (copying each partition's record bytes out of the
-# frame), was a fixed cost of every round on both ends of the follower's loop.
+# Fetch v11 (the newest non-flexible version) encoded and read by hand, for the two
+# clients of the project that fetch records to append or decode them as bytes: a
+# follower (one request per fetch round, where kio entities, and copying each
+# partition's record bytes out of the frame, were a fixed cost of every round) and the
+# Spark reader's fast path (chronik.spark.fetch_client).
 #
 #   request body (Fetch v11, not flexible):
 #     replica_id int32, max_wait_ms int32, min_bytes int32, max_bytes int32,
@@ -40,7 +41,8 @@ _I32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">iiqqi")
 _RESPONSE_HEAD = struct.Struct(">ihi")
 _RESULT = struct.Struct(">ihqqq")
-_ABORTED_SIZE = 16
+_ABORTED = struct.Struct(">qq")
+_ABORTED_SIZE = _ABORTED.size
 
 
 class FetchPosition(NamedTuple):
@@ -56,6 +58,9 @@ class PartitionData(NamedTuple):
     high_watermark: int
     log_start_offset: int
     records: memoryview | None
+    last_stable_offset: int = -1
+    # (producer_id, first_offset) of each aborted transaction in the range (read_committed).
+    aborted: list[tuple[int, int]] | None = None
 
 
 def _string(value: str) -> bytes:
@@ -73,9 +78,10 @@ def encode_request(
     partitions: Mapping[tuple[str, int], FetchPosition],
     partition_max_bytes: int,
     forgotten: Sequence[tuple[str, int]] = (),
+    isolation_level: int = 0,
 ) -> bytes:
-    """The body of a follower's Fetch v11 request; partitions of one topic are sent
-    together, topics in the order they first appear."""
+    """The body of a Fetch v11 request; partitions of one topic are sent together,
+    topics in the order they first appear."""
     by_topic: dict[str, list[bytes]] = {}
     pack = _PARTITION.pack
     for (topic, partition), (offset, start, epoch) in partitions.items():
@@ -83,8 +89,8 @@ def encode_request(
             pack(partition, epoch, offset, start, partition_max_bytes)
         )
     out = [
-        _HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id,
-                   session_epoch),
+        _HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
+                   session_id, session_epoch),
         _I32.pack(len(by_topic)),
     ]
     for topic, parts in by_topic.items():
@@ -150,13 +156,16 @@ def _walk(view: memoryview, pos: int) -> Iterator[PartitionData]:
         need(count)
         for _ in range(count):
             need(_RESULT.size + 4)
-            partition, error_code, high_watermark, _, log_start = result(view, pos)
+            partition, error_code, high_watermark, stable, log_start = result(view, pos)
             pos += _RESULT.size
-            (aborted,) = i32(view, pos)
+            (n_aborted,) = i32(view, pos)
             pos += 4
-            if aborted > 0:
-                need(aborted * _ABORTED_SIZE)
-                pos += aborted * _ABORTED_SIZE
+            aborted = None
+            if n_aborted > 0:
+                end = pos + n_aborted * _ABORTED_SIZE
+                need(end - pos)
+                aborted = list(_ABORTED.iter_unpack(view[pos:end]))
+                pos = end
             need(8)
             (length,) = i32(view, pos + 4)  # after preferred_read_replica
             pos += 8
@@ -166,4 +175,4 @@ def _walk(view: memoryview, pos: int) -> Iterator[PartitionData]:
                 records = view[pos : pos + length]
                 pos += length
             yield PartitionData(topic, partition, error_code, high_watermark, log_start,
-                                records)
+                                records, stable, aborted)

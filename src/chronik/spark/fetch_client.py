@@ -17,17 +17,20 @@
 # ApiVersions v0 (int16 error_code, [int16 api_key, int16 min, int16 max]) is asked first, so a
 # broker without Fetch v11 is found out before anything is sent that it cannot parse.
 #
-# The records come back as a memoryview into the response buffer: batches are never copied
-# on their way to the decoder. With isolation_level 1 (read_committed) the broker answers
-# up to the last stable offset, and the aborted transactions of that range.
+# The request body and the response are chronik.protocol.replica_fetch's, the codec a
+# follower fetches with too. The records come back as a memoryview into the response
+# buffer: batches are never copied on their way to the decoder. With isolation_level 1
+# (read_committed) the broker answers up to the last stable offset, and the aborted
+# transactions of that range.
 from __future__ import annotations
 
 import socket
 import struct
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from chronik.protocol import replica_fetch
+from chronik.protocol.replica_fetch import FetchPosition, PartitionData
 from chronik.spark import fetch_auth
 
 FETCH = 1
@@ -35,9 +38,6 @@ API_VERSIONS = 18
 FETCH_VERSION = 11
 
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
-_FETCH_BODY = struct.Struct(">iiiibii")
-_PARTITION = struct.Struct(">iiqqi")
-_PARTITION_HEAD = struct.Struct(">ihqqq")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -48,17 +48,6 @@ class ProtocolError(Exception):
 
 class Unsupported(ProtocolError):
     """The broker does not serve Fetch v11: read through librdkafka instead."""
-
-
-@dataclass
-class PartitionData:
-    error_code: int
-    high_watermark: int
-    log_start_offset: int
-    records: memoryview
-    last_stable_offset: int = -1
-    # (producer_id, first_offset) of each aborted transaction in the range (read_committed).
-    aborted: list[tuple[int, int]] | None = None
 
 
 def encode_fetch(
@@ -74,55 +63,29 @@ def encode_fetch(
     body = b"".join((
         _HEADER.pack(FETCH, FETCH_VERSION, correlation_id, len(client_id)),
         client_id,
-        _FETCH_BODY.pack(-1, max_wait_ms, 1, max_bytes, isolation_level, 0, -1),
-        _I32.pack(1),
-        _I16.pack(len(topic)),
-        topic,
-        _I32.pack(1),
-        _PARTITION.pack(partition, -1, offset, -1, max_bytes),
-        _I32.pack(0),  # forgotten topics
-        _I16.pack(0),  # rack id ""
+        replica_fetch.encode_request(
+            -1, max_wait_ms, 1, max_bytes, 0, -1,
+            {(topic.decode(), partition): FetchPosition(offset, -1, -1)}, max_bytes,
+            isolation_level=isolation_level,
+        ),
     ))
     return _I32.pack(len(body)) + body
 
 
 def decode_fetch(buf: memoryview, topic: bytes, partition: int) -> PartitionData:
-    """The one partition of a Fetch v11 response body (after the size prefix)."""
+    """The one partition of a Fetch v11 response body (after the size prefix); its
+    records an empty view when the broker sent none."""
+    name = topic.decode()
     try:
-        pos = 4 + 4  # correlation id, throttle time
-        (error,) = _I16.unpack_from(buf, pos)
-        if error:
-            raise ProtocolError(f"fetch failed with error {error}")
-        pos += 2 + 4
-        (topics,) = _I32.unpack_from(buf, pos)
-        pos += 4
-        for _ in range(topics):
-            (name_len,) = _I16.unpack_from(buf, pos)
-            name = bytes(buf[pos + 2 : pos + 2 + name_len])
-            pos += 2 + name_len
-            (parts,) = _I32.unpack_from(buf, pos)
-            pos += 4
-            for _ in range(parts):
-                index, code, hwm, lso, log_start = _PARTITION_HEAD.unpack_from(buf, pos)
-                pos += _PARTITION_HEAD.size
-                (count,) = _I32.unpack_from(buf, pos)
-                pos += 4
-                aborted = [
-                    (int(pid), int(first))
-                    for pid, first in struct.iter_unpack(">qq", buf[pos : pos + max(count, 0) * 16])
-                ] if count > 0 else None
-                pos += max(count, 0) * 16 + 4  # aborted transactions, preferred replica
-                (size,) = _I32.unpack_from(buf, pos)
-                pos += 4
-                records = buf[pos : pos + max(size, 0)]
-                if len(records) != max(size, 0):
-                    raise ProtocolError("fetch response cut short")
-                pos += max(size, 0)
-                if name == topic and index == partition:
-                    return PartitionData(code, hwm, log_start, records, lso, aborted)
-    except struct.error as exc:
+        response = replica_fetch.decode_response(buf[4:])  # after the correlation id
+        if response.error_code:
+            raise ProtocolError(f"fetch failed with error {response.error_code}")
+        for part in response.partitions():
+            if part.topic == name and part.partition == partition:
+                return part if part.records is not None else part._replace(records=buf[:0])
+    except ValueError as exc:
         raise ProtocolError(f"unreadable fetch response: {exc}") from None
-    raise ProtocolError(f"fetch response without {topic.decode()}-{partition}")
+    raise ProtocolError(f"fetch response without {name}-{partition}")
 
 
 class FetchConnection:
