@@ -397,23 +397,17 @@ class TransactionCoordinator:
         if txn.state == TxnState.ONGOING and wanted <= txn.partitions:
             return NONE
         now = self.broker.now_ms()
-        if txn.reserved is not None and wanted <= txn.reserved:
-            # The stored Ongoing record names them already: nothing to write.
-            ongoing = txn.copy(
-                state=TxnState.ONGOING,
-                partitions=(txn.partitions if txn.state == TxnState.ONGOING else set()) | wanted,
-                txn_start_ms=txn.txn_start_ms if txn.state == TxnState.ONGOING else now,
-                last_update_ms=now,
-            )
-            ongoing.reserved = txn.reserved
-            self.txns[txn_id] = ongoing
-            return NONE
         new = txn.copy(
             state=TxnState.ONGOING,
             partitions=(txn.partitions if txn.state == TxnState.ONGOING else set()) | wanted,
             txn_start_ms=txn.txn_start_ms if txn.state == TxnState.ONGOING else now,
             last_update_ms=now,
         )
+        if txn.reserved is not None and wanted <= txn.reserved:
+            # The stored Ongoing record names them already: nothing to write.
+            new.reserved = txn.reserved
+            self.txns[txn_id] = new
+            return NONE
         return await self._transition(txn, new)
 
     # -- EndTxn ---------------------------------------------------------------------------

@@ -121,10 +121,7 @@ class PartitionWriter:
         producer state or version error), with nothing written."""
         result = log.append(batch, header, now_ms, prepare)
         if not result.duplicate:
-            # What appended() does, spelled out on the path every client batch takes.
-            if self.replication is not None:
-                self.replication.leader_appended(log)
-            self._wake(log)
+            self.appended(log)
             if self._count_bytes is not None and origin in (
                 AppendOrigin.CLIENT,
                 AppendOrigin.HTTP,
