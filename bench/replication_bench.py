@@ -10,7 +10,8 @@ as in cluster_bench.py. Each replication factor gets its own 12-partition topic
 (min.insync.replicas 2 for RF 3) on the same running cluster and the same load:
 several producer processes (producer_load.py) flat out with acks=all, while a light
 fixed-rate producer in its own process (latency_probe.py) times each record's round
-trip. Then, a few times over: a partition's leader (never the controller) is killed
+trip. A row's topic is deleted once measured, so that no row inherits another's page
+cache. Then, a few times over: a partition's leader (never the controller) is killed
 with SIGKILL while a producer sends one record at a time to that partition; the figure
 is the time from the kill to the first acknowledgement, which now comes from the new
 leader. The victim is restarted and rejoins the ISR before the next kill. Prints a
@@ -50,7 +51,7 @@ from brokers import free_port  # noqa: E402
 from cluster_bench import CLUSTER_SIZE, ClusterChronik, Setup  # noqa: E402
 from latency_probe import LatencyProbe  # noqa: E402
 from producer_load import LoadSettings, run_load  # noqa: E402
-from workloads import create_topic  # noqa: E402
+from workloads import create_topic, delete_topics  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FACTORS = (1, 3)
@@ -166,6 +167,13 @@ def measure(cluster: ReplicatedCluster, settings: Settings, rf: int) -> dict[str
         if not cluster.alive():
             row["error"] = f"{row['error']} (a broker exited)\n{cluster.log_tail()}"
         return row
+    finally:
+        # Each row starts from the same page cache: the next row's writes reuse the
+        # pages this one's files free instead of growing the cache. On a VM whose host
+        # backs guest memory lazily, a page cache grown by gigabytes made every later
+        # row's writes several times dearer (RF=3, writing three times the bytes, the
+        # most), which the rows would have charged to the brokers.
+        delete_topics(cluster.bootstrap, [topic])
     return {
         **result.as_dict(settings.record_size),
         "latency_p50_ms": latency.p50_ms,
