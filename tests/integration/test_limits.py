@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from kio.index import load_response_schema
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.fetch.v12 import request as fetch
+from kio.serial import entity_reader
 from tests.conftest import BrokerProcess
 
 from .helpers import confluent_read, create_topic, topic_name, wait_until
@@ -239,6 +241,38 @@ def test_idle_connection_is_closed_but_not_during_a_long_poll(broker_factory) ->
         assert frame is not None, "a connection in a long poll was closed as idle"
         assert time.monotonic() - started >= 1.9
         assert _api_versions_ok(polling)
+
+
+def test_pipelined_fetches_read_slowly_get_every_byte_of_the_log(broker_factory) -> None:
+    """On a plaintext connection record bytes go out with sendfile while nothing is queued
+    before them, and are read and queued when the socket is full or a response is ahead:
+    a slow reader of pipelined fetches must get, for each, exactly the log's bytes."""
+    embedded = broker_factory()
+    topic = topic_name("slow")
+    create_topic(embedded.bootstrap, topic, partitions=2)
+    _produce_batches(embedded.bootstrap, topic, 0, [700_000] * 3 + [300] * 40)
+    _produce_batches(embedded.bootstrap, topic, 1, [200_000] * 5)
+    logs = {p: embedded.broker.catalog.get(topic).partitions[p] for p in (0, 1)}
+    wanted = {p: log.read(0, 8 * MIB) for p, log in logs.items()}
+    assert len(wanted[0]) > 2 * MIB and len(wanted[1]) > 900_000
+    slow = socket.create_connection(("127.0.0.1", embedded.port), timeout=10)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    requests = [_fetch_request(topic, {0: 0, 1: 0}, 8 * MIB, 8 * MIB) for _ in range(4)]
+    slow.sendall(b"".join(encode_request(r, correlation_id=i) for i, r in enumerate(requests)))
+    raw = RawClient.__new__(RawClient)
+    raw.sock = slow
+    try:
+        for i, request in enumerate(requests):
+            time.sleep(0.2)  # the broker meets a full socket and responses queued ahead
+            frame = raw.read_frame()
+            assert frame is not None, "broker closed the connection"
+            assert struct.unpack_from(">i", frame, 0)[0] == i
+            response, _ = entity_reader(load_response_schema(1, request.__version__))(frame, 5)
+            got = {p.partition_index: bytes(p.records or b"")
+                   for p in response.responses[0].partitions}
+            assert got == wanted
+    finally:
+        slow.close()
 
 
 def test_a_client_that_stops_reading_is_closed_when_idle_and_its_memory_freed(

@@ -34,6 +34,7 @@ from chronik.protocol.framing import (
 )
 from chronik.security.principal import ANONYMOUS
 from chronik.security.sasl import AuthenticationFailed, SaslSession, State
+from chronik.storage.file_region import FileRegion
 
 if TYPE_CHECKING:
     from chronik.broker.server import Broker
@@ -43,6 +44,8 @@ log = logging.getLogger("chronik.connection")
 T = TypeVar("T")
 
 API_VERSIONS_KEY = 18
+# The one API whose responses may name file regions (chronik.storage.file_region).
+FETCH_KEY = 1
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 # What a connection on a SASL listener may ask before it has authenticated.
@@ -166,6 +169,9 @@ class Connection:
         self.pool = broker.memory_pool
         self.reader = reader
         self.writer = writer
+        # sendfile(2) writes to the socket itself, past the SSL layer: plaintext only.
+        sock = writer.get_extra_info("socket")
+        self.sock_fd = sock.fileno() if sock is not None and not self.tls else -1
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
@@ -531,6 +537,7 @@ class Connection:
             principal=self.tls_principal if sasl is None else self.principal,
             size=len(data),
             throttled=self.throttled,
+            sendfile=self.sock_fd >= 0,
         )
         run = self._run(handler, ctx, request, previous, pending, response_flexible, pipelined)
         if (
@@ -609,14 +616,17 @@ class Connection:
             # Every response already finished goes out in one write and one drain.
             out: list[bytes] = []
             answered: list[Pending] = []
+            regions = False
             while queue and queue[0].task is not None and queue[0].task.done():
                 task = queue[0].task
                 if task.cancelled() or task.exception() is not None:
                     break
-                answered.append(queue.popleft())
+                done = queue.popleft()
+                answered.append(done)
                 parts = task.result()
                 if parts is not None:
                     out.extend(frame(parts))
+                    regions = regions or done.api_key == FETCH_KEY
             room = self._room
             if room is not None and len(queue) < MAX_QUEUED:
                 self._room = None
@@ -639,11 +649,20 @@ class Connection:
                             for piece in tls_pieces(out):
                                 self.writer.write(piece)
                                 await self.writer.drain()
+                        elif regions and self.sock_fd >= 0:
+                            self._write_regions(out)
                         else:
                             self.writer.writelines(out)
                         del out
                         await self.writer.drain()
                     except ConnectionError:
+                        self._abort()
+                        return
+                    except OSError as exc:
+                        # A file region's segment shortened or gone since the fetch was
+                        # answered: its stated size cannot be kept.
+                        log.warning("closing the connection from %s: a fetch response "
+                                    "could not be sent: %s", self.peer, exc)
                         self._abort()
                         return
                     finally:
@@ -653,6 +672,30 @@ class Connection:
             finally:
                 for done in answered:
                     done.mark_written()
+
+    def _write_regions(self, out: list[Any]) -> None:
+        """Write ``out``, whose file regions go from the file to the socket by sendfile
+        while the transport holds nothing to send before them; one that finds bytes
+        queued, or the socket full, is read and queued after them as bytes."""
+        transport = self.writer.transport
+        if transport.is_closing():
+            return  # its descriptor may be closed, even another file's by now
+        sock_fd = self.sock_fd
+        run: list[Any] = []
+        for part in out:
+            if type(part) is not FileRegion:
+                run.append(part)
+                continue
+            if run:
+                transport.writelines(run)
+                run = []
+            sent = 0
+            if not transport.get_write_buffer_size():
+                sent = part.send(sock_fd)
+            if sent < part.size:
+                transport.write(part.read(sent))
+        if run:
+            transport.writelines(run)
 
     def _abort(self) -> None:
         self.closing = True

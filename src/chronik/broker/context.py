@@ -50,6 +50,9 @@ class RequestContext:
     size: int = 0
     # The connection's quota throttle (KIP-219); None outside a connection.
     throttled: Throttle | None = None
+    # Whether the connection sends a response's file regions with sendfile (plaintext):
+    # then a Fetch names record bytes (chronik.storage.file_region) instead of reading them.
+    sendfile: bool = False
 
     @property
     def response_module(self) -> Any:

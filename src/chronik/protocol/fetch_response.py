@@ -1,5 +1,7 @@
 # Fetch response body, hand-encoded so record bytes go from the segment file to
-# the socket without being copied into an encoder (versions 4-16):
+# the socket without being copied into an encoder: a partition's records are one part of
+# the list it answers (bytes, or a file region the connection sends as it lies).
+# Versions 4-16:
 #
 #   throttle_time_ms int32
 #   [v7+]  error_code int16, session_id int32
@@ -19,6 +21,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Sized
 from typing import NamedTuple
 from uuid import UUID
 
@@ -38,7 +41,9 @@ class PartitionResult(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: bytes | None
+    # The bytes, or anything else that knows its len() and that the connection writes
+    # (a region of a segment file, sent with sendfile).
+    records: Sized | None
     aborted: list[tuple[int, int]] | None = None  # read_committed: (producer id, first)
 
 

@@ -88,6 +88,7 @@ from chronik.storage.errors import (
     OffsetOutOfRange,
     ProducerStateError,
 )
+from chronik.storage.file_region import FileRegion
 from chronik.storage.key_index import KeyIndex
 from chronik.storage.key_versioning import KeyVersioning
 from chronik.storage.leader_epoch import LeaderEpochCache
@@ -960,12 +961,15 @@ class PartitionLog:
         return max(0, bisect_right(self._bases, offset) - 1)
 
     def read(
-        self, offset: int, max_bytes: int, min_one: bool = True, max_offset: int | None = None
-    ) -> bytes:
+        self, offset: int, max_bytes: int, min_one: bool = True, max_offset: int | None = None,
+        region: bool = False,
+    ) -> bytes | FileRegion:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``, from a single
         segment, in one pread. With ``min_one`` a first batch larger than ``max_bytes``
         is returned whole (KIP-74); without, nothing is. No batch at or after
-        ``max_offset`` (a consumer's high watermark, always a batch boundary) is read."""
+        ``max_offset`` (a consumer's high watermark, always a batch boundary) is read.
+        With ``region`` the batches are not read but named (a FileRegion, for sendfile);
+        nothing is still b""."""
         end = self._end_offset
         if offset == end or (max_offset is not None and offset >= max_offset):
             return b""
@@ -995,15 +999,24 @@ class PartitionLog:
                 return b""
             stop = pos + next(seg.headers_from(pos))[1].size
         if stop + HEADER_SIZE <= seg.size:
-            # Read the next batch's header with the data: it names where the next
-            # sequential fetch starts, which then skips the index lookup.
+            # The next batch's header names where the next sequential fetch starts, which
+            # then skips the index lookup. Read with the data when the data is read (one
+            # pread, the data then copied out of it), on its own when it is not.
+            if region:
+                next_base = read_header(seg.read(stop, HEADER_SIZE), 0).base_offset
+                self._hint(next_base, seg, stop)
+                return FileRegion(seg.file, pos, stop - pos)
             buf = seg.read(pos, stop - pos + HEADER_SIZE)
-            next_base = read_header(buf, stop - pos).base_offset
-            self._read_hints[next_base] = (seg, stop)
-            while len(self._read_hints) > _READ_HINTS:
-                self._read_hints.popitem(last=False)
+            self._hint(read_header(buf, stop - pos).base_offset, seg, stop)
             return buf[: stop - pos]
+        if region:
+            return FileRegion(seg.file, pos, stop - pos)
         return seg.read(pos, stop - pos)
+
+    def _hint(self, offset: int, seg: LogSegment, position: int) -> None:
+        self._read_hints[offset] = (seg, position)
+        while len(self._read_hints) > _READ_HINTS:
+            self._read_hints.popitem(last=False)
 
     def _locate(self, offset: int) -> tuple[LogSegment, int] | None:
         i = self._segment_index(offset)

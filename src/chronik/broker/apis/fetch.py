@@ -1,6 +1,7 @@
 """Fetch (API key 1), versions 4-16.
 
-Records are served as the bytes stored in the segment files, whole batches only,
+Records are served as the bytes stored in the segment files, whole batches only (on a
+plaintext connection sent from the file with sendfile, chronik.storage.file_region),
 within the request's max_bytes and the broker's fetch.max.bytes, and within each
 partition's partition_max_bytes; only the first batch of the first partition with
 data may exceed them (KIP-74), so a consumer always progresses. A fetch with fewer
@@ -112,6 +113,8 @@ def _read_all(
     cluster = ctx.services.cluster
     replicas = cluster.replicas if cluster is not None else None
     resolved: dict[TopicKey, tuple[Any, str, Any]] = {}
+    # Record bytes named, not read, where the connection sends them with sendfile.
+    sendfile = ctx.sendfile
     for key, fetch_partitions in wanted:
         found = resolved.get(key)
         if found is None:
@@ -183,10 +186,8 @@ def _read_all(
                 replicas.leader_throttled(name, index, replica_id))
             if offset < stop and (remaining > 0 or min_one) and not held:
                 limit = min(fp.partition_max_bytes, remaining)
-                if stop < end:
-                    records = plog.read(offset, limit, min_one=min_one, max_offset=stop)
-                else:
-                    records = plog.read(offset, limit, min_one=min_one)
+                records = plog.read(offset, limit, min_one, stop if stop < end else None,
+                                    sendfile)
                 total += len(records)
             aborted = plog.aborted_in_read(offset, stop) if committed and records else None
             if committed and aborted is None:
