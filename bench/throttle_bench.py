@@ -15,7 +15,8 @@ follower.replication.throttled.replicas the stopped one, all through
 IncrementalAlterConfigs. The follower is started again and its log's size sampled
 every 10 ms until it holds the whole backlog. The steady rate is taken from the moment
 it has the first quota window's allowance (one window's worth at the rate and a
-fetch) to the end; the overall rate over the whole catch-up, from the restart. The
+fetch) to the end; the overall rate over the whole catch-up, from the last sample
+before its first byte. The
 unthrottled row does the same without a throttle. Prints a table and writes JSON to
 bench/results/.
 """
@@ -173,12 +174,15 @@ def catch_up(cluster: ReplicatedCluster, rate: int | None, backlog: int) -> dict
     first = next((s for s in samples if s[1] >= allowance), samples[0])
     steady = (target - first[1]) / (done - first[0]) if done > first[0] else None
     first_byte = next((t for t, b in samples if b > 0), started)
+    # Timed from the last sample that saw nothing: an unthrottled follower may take the
+    # whole backlog between two samples, which then still spans one interval.
+    before_first = max((t for t, b in samples if b == 0), default=started)
     row: dict[str, object] = {
         "configured_bytes_per_s": rate,
         "backlog_bytes": target,
         "restart_to_first_byte_s": first_byte - started,
         "catch_up_s": done - first_byte,
-        "overall_bytes_per_s": target / (done - first_byte) if done > first_byte else None,
+        "overall_bytes_per_s": target / max(done - before_first, 1e-6),
         "steady_bytes_per_s": steady,
         "samples": len(samples),
     }
