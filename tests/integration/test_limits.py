@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.fetch.v12 import request as fetch
@@ -273,6 +274,54 @@ def test_pipelined_fetches_read_slowly_get_every_byte_of_the_log(broker_factory)
             assert got == wanted
     finally:
         slow.close()
+
+
+def test_a_topic_deleted_under_queued_fetch_responses_cuts_the_connection_not_the_bytes(
+    broker_factory, caplog
+) -> None:
+    """A slow reader's fetches wait behind a full socket, their records named in the
+    segment files until written; deleting the topic meanwhile retires those files. Each
+    response then arrives
+    whole, as the log held it, or answers the topic's absence (a fetch handled after the
+    deletion), or the connection is closed with a log line: never other bytes, and the
+    broker goes on serving."""
+    embedded = broker_factory()
+    topic = topic_name("doomed")
+    create_topic(embedded.bootstrap, topic)
+    _produce_batches(embedded.bootstrap, topic, 0, [900_000] * 4)
+    wanted = embedded.broker.catalog.get(topic).partitions[0].read(0, 8 * MIB)
+    slow = socket.create_connection(("127.0.0.1", embedded.port), timeout=10)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    requests = [_fetch_request(topic, {0: 0}, 8 * MIB, 8 * MIB) for _ in range(8)]
+    slow.sendall(b"".join(encode_request(r, correlation_id=i) for i, r in enumerate(requests)))
+    raw = RawClient.__new__(RawClient)
+    raw.sock = slow
+    whole = frames = 0
+    try:
+        time.sleep(0.5)  # the first answered, held by the socket; the rest behind it
+        admin = AdminClient({"bootstrap.servers": embedded.bootstrap})
+        admin.delete_topics([topic])[topic].result(30)
+        for i, request in enumerate(requests):
+            frame = raw.read_frame()
+            if frame is None:
+                break
+            frames += 1
+            assert struct.unpack_from(">i", frame, 0)[0] == i
+            response, _ = entity_reader(load_response_schema(1, request.__version__))(frame, 5)
+            part = response.responses[0].partitions[0]
+            records = bytes(part.records or b"")
+            if int(part.error_code) == 0:
+                assert records == wanted
+                whole += 1
+            else:  # a fetch handled once the topic was gone (one at a time, in order)
+                assert records == b""
+    finally:
+        slow.close()
+    assert whole >= 1
+    if frames < len(requests):
+        assert "a fetch response could not be sent" in caplog.text
+    with RawClient(embedded.bootstrap) as other:
+        assert _api_versions_ok(other)
 
 
 def test_a_client_that_stops_reading_is_closed_when_idle_and_its_memory_freed(
