@@ -46,6 +46,10 @@ def _sync(fsync: Callable[[int], None], fd: int) -> None:
         raise SyncFailed(exc.errno, exc.strerror) from exc
 
 
+# A _Mark's fields in a plain tuple, as the append path makes them.
+_MarkFields = tuple[int, int, int, int, int | None, int, int | None]
+
+
 class _Mark(NamedTuple):
     """A segment's sizes and in-memory state before a write, to return to if it fails."""
 
@@ -286,17 +290,7 @@ class LogSegment:
         if self._undo is not None:
             self.repair()
         position = self.size
-        # The undo mark (see _mark), as a plain tuple: made on every append, used on none
-        # but a failed one.
-        mark = (
-            position,
-            self.index.entries,
-            self.time_index.entries,
-            self._bytes_since_index,
-            self._max_timestamp,
-            self._offset_of_max_timestamp,
-            self.first_batch_timestamp,
-        )
+        mark = self._mark()
         try:
             self.file.write(batch)
             self.size = position + len(batch)
@@ -304,7 +298,7 @@ class LogSegment:
                 self.first_batch_timestamp = header.max_timestamp
             self._index_batch(position, header)
         except OSError:
-            self._rollback(_Mark(*mark))
+            self._rollback(mark)
             raise
         return position
 
@@ -386,8 +380,10 @@ class LogSegment:
             self.first_batch_timestamp = self._first_header().max_timestamp
         return removed
 
-    def _mark(self) -> _Mark:
-        return _Mark(
+    def _mark(self) -> _MarkFields:
+        """The undo mark, a _Mark's fields as a plain tuple: made on every append, used on
+        none but a failed one (which makes it a _Mark)."""
+        return (
             self.size,
             self.index.entries,
             self.time_index.entries,
@@ -397,7 +393,8 @@ class LogSegment:
             self.first_batch_timestamp,
         )
 
-    def _rollback(self, mark: _Mark) -> None:
+    def _rollback(self, fields: _MarkFields) -> None:
+        mark = _Mark(*fields)
         self.size = mark.size
         self._bytes_since_index = mark.bytes_since_index
         self._max_timestamp = mark.max_timestamp
