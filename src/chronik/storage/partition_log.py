@@ -995,7 +995,7 @@ class PartitionLog:
         stop = seg.whole_batches_end(pos, pos + max(max_bytes, 0))
         if stop == pos:
             if not min_one:
-                self._read_hints[offset] = (seg, pos)
+                self._hint(offset, seg, pos)
                 return b""
             stop = pos + next(seg.headers_from(pos))[1].size
         if stop + HEADER_SIZE <= seg.size:
