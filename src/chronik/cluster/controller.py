@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import logging
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
@@ -170,18 +171,10 @@ class Controller:
             return
         self._electing = True
         try:
-            client = self.session.client
-            assert client is not None
-            try:
-                await self.session.run(
-                    client.create,
-                    znodes.CONTROLLER,
-                    znodes.controller_value(self.node_id),
-                    ephemeral=True,
-                )
-            except NodeExistsError:
+            elected = await self.session.run(self._register)
+            if elected is None:
                 return
-            self.epoch, self._epoch_version = await self.session.run(self._bump_epoch)
+            self.epoch, self._epoch_version = elected
             self.active = True
             log.info("broker %d is the controller (epoch %d)", self.node_id, self.epoch)
             self._dirty.set()
@@ -191,24 +184,46 @@ class Controller:
         finally:
             self._electing = False
 
-    def _bump_epoch(self) -> tuple[int, int]:
+    def _register(self) -> tuple[int, int] | None:
+        """Create /controller and bump /controller_epoch in one transaction, as Kafka
+        does, so nobody reads a new controller beside its predecessor's epoch, and a
+        broker cut off between the two writes is never named controller without being
+        one. The epoch and its znode version, or None when another broker holds the
+        office."""
         client = self.session.client
         assert client is not None
         while True:
             try:
                 data, stat = client.get(znodes.CONTROLLER_EPOCH)
+                epoch, version = int(data or b"0") + 1, stat.version
             except NoNodeError:
-                try:
-                    client.create(znodes.CONTROLLER_EPOCH, b"1")
-                except NodeExistsError:
-                    continue
-                return 1, 0
-            epoch = int(data or b"0") + 1
-            try:
-                stat = client.set(znodes.CONTROLLER_EPOCH, str(epoch).encode(), stat.version)
-            except BadVersionError:
-                continue
-            return epoch, stat.version
+                epoch, version = 1, -1
+            txn = client.transaction()
+            txn.create(znodes.CONTROLLER, znodes.controller_value(self.node_id),
+                       ephemeral=True)
+            if version == -1:
+                txn.create(znodes.CONTROLLER_EPOCH, b"1")
+            else:
+                txn.set_data(znodes.CONTROLLER_EPOCH, str(epoch).encode(), version)
+            outcome = txn.commit()
+            if not any(isinstance(r, Exception) for r in outcome):
+                return epoch, version + 1
+            if isinstance(outcome[0], NodeExistsError):
+                return self._registered_before(client)
+            # The epoch moved between the read and the write: read it again.
+
+    def _registered_before(self, client: KazooClient) -> tuple[int, int] | None:
+        """/controller exists. It is this broker's when an earlier election's
+        transaction was carried out after its caller gave up waiting (a ZooKeeper
+        timeout): then that transaction's epoch is the current one."""
+        try:
+            _, stat = client.get(znodes.CONTROLLER)
+            data, epoch_stat = client.get(znodes.CONTROLLER_EPOCH)
+        except NoNodeError:
+            return None  # the holder went meanwhile: the next view change elects
+        if stat.ephemeralOwner != client.client_id[0]:
+            return None
+        return int(data), epoch_stat.version
 
     def resign(self, why: str) -> None:
         if not self.active:

@@ -335,7 +335,12 @@ class ClusterNode:
         if self._stopping:
             return
         self.controller.poke()
-        if self.view.controller_id == -1 and self.view.loaded:
+        # A /controller of this broker's while it is not the controller is an election
+        # whose answer came too late; try_elect takes the office up.
+        vacant = self.view.controller_id == -1 or (
+            self.view.controller_id == self.node_id and not self.controller.active
+        )
+        if vacant and self.view.loaded:
             self._spawn(self._try_elect())
         if self._reconciling is not None and not self._reconciling.done():
             self._reconcile_again = True  # the running pass goes round once more
