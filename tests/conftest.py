@@ -73,6 +73,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=_run_order)  # stable: the same order on every worker
 
 
+# Of each broker log a failed cluster test's report ends with.
+FAILED_LOG_LINES = 150
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    support = sys.modules.get("integration.cluster_support")
+    if report.when != "call" or not report.failed or support is None:
+        return
+    for cluster in support.OPEN:
+        for i, process in sorted(cluster.brokers.items()):
+            lines = process.log_text().splitlines()[-FAILED_LOG_LINES:]
+            report.sections.append(
+                (f"broker {i} of {cluster.chroot}, last {len(lines)} log lines", "\n".join(lines))
+            )
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadgroup":

@@ -39,6 +39,11 @@ DEFAULT_CONFIG: dict[str, str] = {
     "controlled.shutdown.retry.backoff.ms": "500",
 }
 
+# The clusters started and not yet closed in this process: a failed test's report ends
+# with their brokers' logs (tests/conftest.py), as a cluster that did not converge
+# tells why only there.
+OPEN: list[Cluster] = []
+
 
 def wait_until(
     predicate: Callable[[], T], what: str, timeout: float = WAIT_TIMEOUT, interval: float = 0.2
@@ -121,6 +126,8 @@ class Cluster:
         registered, a controller is elected and every running broker's Metadata lists
         every running broker."""
         ids = ids or tuple(self.ids)
+        if self not in OPEN:
+            OPEN.append(self)
         for i in ids:
             self.brokers[i].start(wait=False)
         for i in ids:
@@ -151,6 +158,8 @@ class Cluster:
             )
 
     def close(self) -> None:
+        if self in OPEN:
+            OPEN.remove(self)
         self._admins.clear()
         for b in self.brokers.values():
             b.kill()
