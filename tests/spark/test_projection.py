@@ -36,6 +36,9 @@ from chronik.spark.projection import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.spark
+# Each of the two long tests runs Spark jobs for 2-4 minutes on a loaded 2-core machine
+# (237 s seen in a full run): the suite's 300 s guard against a hang is too close to it.
+LONG_SPARK_TIMEOUT = 600
 
 FIELDS = ("account_id", "owner", "status", "balance", "version", "last_event_id")
 
@@ -136,6 +139,7 @@ def _run_to_end(spark, cfg: ProjectionConfig) -> None:
     assert query.exception() is None
 
 
+@pytest.mark.timeout(LONG_SPARK_TIMEOUT)
 def test_v1_and_v2_history_projects_read_model_dead_letters_and_replay(
     spark, registry_broker, evolved, tmp_path
 ):
@@ -217,6 +221,7 @@ class _EndOffset:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(LONG_SPARK_TIMEOUT)
 def test_killed_projection_ends_like_an_uninterrupted_one(spark, registry_broker, tmp_path):
     """Killed right after a micro-batch wrote dead letters and before it committed: the riskiest
     moment for the sinks, whose replay must not write those rows again."""
