@@ -22,7 +22,16 @@ _chroots = itertools.count()
 
 
 def _chroot(zookeeper) -> str:
-    return f"{zookeeper.connect}/controller-election-{next(_chroots)}"
+    """A chroot of its own, created first (kazoo warns of a missing one)."""
+    path = f"/controller-election-{next(_chroots)}"
+    client = KazooClient(hosts=zookeeper.connect)
+    client.start()
+    try:
+        client.ensure_path(path)
+    finally:
+        client.stop()
+        client.close()
+    return f"{zookeeper.connect}{path}"
 
 
 async def _session(hosts: str) -> ZkSession:
@@ -41,7 +50,6 @@ def test_every_new_controller_is_seen_with_its_own_epoch(zookeeper):
     lock = threading.Lock()
     observer = KazooClient(hosts=hosts)
     observer.start()
-    observer.ensure_path("/")
 
     def on_controller(data: bytes | None, _stat: object) -> None:
         if data is None:
