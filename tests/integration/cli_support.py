@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .ports import free_port  # noqa: F401 - the CLI tests' ports come from here
+
 
 @dataclass
 class Result:
@@ -67,10 +69,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import ssl
 from pathlib import Path
 
@@ -18,15 +17,8 @@ import pytest
 from chronik.http.leader_forward import FORWARDED, LeaderForward, LeaderUnreachable, led_by
 from chronik.http.server import HttpError, HttpServer, Request, Response
 from chronik.security.tls import TlsSettings, server_context
+from integration.ports import free_port
 from integration.tls_support import make_pki
-
-
-def free_port() -> int:
-    # Not from the top conftest: with tests/spark collected first, `conftest` names
-    # tests/spark/conftest.py in the whole suite.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def _exchange(
