@@ -7,6 +7,7 @@ storage engine. Both are stopped (SIGTERM, then SIGKILL) when the bench ends.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -23,10 +24,25 @@ REPO = Path(__file__).resolve().parent.parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+# Listeners' ports, under the kernel's ephemeral range (32768-60999 by default): a port
+# from that range, found free by binding port 0, may be taken by any client's outgoing
+# connection before the broker binds it. (The test suite's own pool is 20000-31999.)
+PORTS = range(10000, 20000)
+_next_port = random.randrange(len(PORTS))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    global _next_port
+    for _ in range(len(PORTS)):
+        port = PORTS[_next_port]
+        _next_port = (_next_port + 1) % len(PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
 
 
 def tansu_binary() -> Path:
