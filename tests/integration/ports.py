@@ -44,11 +44,19 @@ def _bindable(port: int) -> bool:
 
 def free_port() -> int:
     """A port nothing listens on, not handed out by this process a moment ago."""
+    return free_ports(1)
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive such ports."""
     global _next
     with _lock:
         for _ in range(len(_ports)):
-            port = _ports[_next]
+            base = _ports[_next]
             _next = (_next + 1) % len(_ports)
-            if _bindable(port):
-                return port
-    raise RuntimeError(f"no free port in {_ports.start}-{_ports.stop - 1}")
+            if base + count > _ports.stop:
+                continue
+            if all(_bindable(base + i) for i in range(count)):
+                _next = (_ports.index(base) + count) % len(_ports)
+                return base
+    raise RuntimeError(f"no {count} consecutive free ports in {_ports.start}-{_ports.stop - 1}")

@@ -25,6 +25,7 @@ from conftest import free_port
 
 from .cluster_support import wait_until
 from .helpers import topic_name
+from .ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "cluster.py"
@@ -33,24 +34,6 @@ RECORDS = 60
 pytestmark = pytest.mark.skipif(
     zookeeper_classpath() is None, reason="ZooKeeper is not installed (make deps)"
 )
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_ports(count: int) -> int:
-    """The first of `count` consecutive free ports."""
-    for _ in range(50):
-        base = free_port()
-        if base < 65000 and all(port_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def listening(port: int) -> bool:
