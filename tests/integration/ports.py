@@ -52,11 +52,10 @@ def free_ports(count: int) -> int:
     global _next
     with _lock:
         for _ in range(len(_ports)):
-            base = _ports[_next]
-            _next = (_next + 1) % len(_ports)
-            if base + count > _ports.stop:
-                continue
-            if all(_bindable(base + i) for i in range(count)):
-                _next = (_ports.index(base) + count) % len(_ports)
+            at = _next
+            _next = (at + 1) % len(_ports)
+            base = _ports[at]
+            if base + count <= _ports.stop and all(_bindable(base + i) for i in range(count)):
+                _next = (at + count) % len(_ports)
                 return base
     raise RuntimeError(f"no {count} consecutive free ports in {_ports.start}-{_ports.stop - 1}")
