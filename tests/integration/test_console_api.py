@@ -904,6 +904,8 @@ def test_sessions_of_one_principal_share_metadata(open_broker: Open) -> None:
     first, second = open_broker.client(), open_broker.client()
     assert first.csrf != second.csrf
     first.get("overview")  # Metadata of every topic, kept a second for ANONYMOUS
+    # A test before this one may have had it kept just before the topic was created.
+    wait_until(lambda: first.get("topics", q=topic)["items"], f"{topic} in the kept Metadata")
     # The second session's pages use it, and reach the leaders it names.
     page = second.get("topics", q=topic)
     assert page["items"][0]["messages"] == 0
